@@ -1,0 +1,136 @@
+# Makefile: builds libattnbias (static, shared, pkg-config), attnbiasd, the
+# tests and the benchmark.  `make test` and `make run` install missing Debian
+# packages first when run as root (lists: docker/packages-*.txt).
+#
+#   make            library + server          make test     all tests
+#   make run        server on 127.0.0.1:8080  make bench    benchmark table
+#   make asan       tests under ASan+UBSan    make install  PREFIX=/usr/local
+
+CC      ?= cc
+OPT     ?= -O2
+PREFIX  ?= /usr/local
+BUILD   ?= build
+PYTHON  ?= /usr/bin/python3
+
+WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla \
+           -Wno-unused-parameter -Werror=implicit-function-declaration
+ifdef CI
+WARN    += -Werror
+endif
+STD      = -std=c11 -D_GNU_SOURCE
+BASE_CFLAGS = $(STD) $(WARN) $(OPT) -g -fPIC -fvisibility=hidden \
+              -pthread -Ilib/include $(CFLAGS)
+
+ISA_avx2   = -mavx2 -mfma -mf16c
+ISA_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
+
+# ---- sources --------------------------------------------------------------
+LIB_SRC  := $(wildcard lib/src/*.c lib/src/kernels/ref/*.c lib/src/kernels/x86/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+SRV_SRC  := $(shell find server -name '*.c' 2>/dev/null | sort)
+SRV_MAIN := server/main.c
+SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/runner/*.c tests/unit/*.c)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+SRV_PKGS  = libmicrohttpd jansson libuv libpng
+SRV_CFLAGS = $(shell pkg-config --cflags $(SRV_PKGS) 2>/dev/null)
+SRV_LIBS   = $(shell pkg-config --libs $(SRV_PKGS) 2>/dev/null)
+
+LIB_A  = $(BUILD)/libattnbias.a
+LIB_SO = $(BUILD)/libattnbias.so
+LIB_PC = $(BUILD)/attnbias.pc
+SERVER = $(BUILD)/attnbiasd
+TESTS  = $(BUILD)/tests/run
+
+.PHONY: all lib server test test-unit test-http test-isa run bench deps \
+        asan install clean
+all: lib $(if $(SRV_SRC),server)
+lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
+server: $(SERVER)
+
+# ---- dependencies ---------------------------------------------------------
+# Installs whichever package of docker/packages-build.txt is missing
+# (apt-get install -y, as root on Debian); otherwise says what to install.
+DEPS_STAMP = $(BUILD)/.deps-ok
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP): docker/packages-build.txt docker/packages-runtime.txt
+	@mkdir -p $(@D)
+	@missing=""; for p in $$(grep -hv '^#' $^ | grep -v '^$$'); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' \
+	    || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing:$$missing"; \
+	    (apt-get install -y -q $$missing || \
+	     (apt-get update -q && apt-get install -y -q $$missing)) >$(BUILD)/apt.log 2>&1 \
+	     || { cat $(BUILD)/apt.log; exit 1; }; \
+	  else echo "missing Debian packages:$$missing (apt-get install them)"; \
+	    exit 1; fi; fi; touch $@
+
+# ---- compile --------------------------------------------------------------
+$(BUILD)/lib/src/kernels/x86/%avx2.o:   FLAGS_ISA = $(ISA_avx2)
+$(BUILD)/lib/src/kernels/x86/%avx512.o: FLAGS_ISA = $(ISA_avx512)
+
+$(BUILD)/lib/%.o: lib/%.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(FLAGS_ISA) -MMD -MP -c $< -o $@
+
+$(BUILD)/server/%.o: server/%.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -Iserver $(SRV_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -Ilib/src -Itests/runner -MMD -MP -c $< -o $@
+
+$(LIB_A): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJ)
+	$(CC) -shared -pthread -Wl,-soname,libattnbias.so.0 -o $@ $^ -lm
+
+$(LIB_PC): attnbias.pc.in
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*AB_VERSION_STRING "\(.*\)"/\1/p' lib/include/attnbias.h)|' $< > $@
+
+$(SERVER): $(SRV_OBJ) $(LIB_A)
+	$(CC) -pthread -o $@ $(SRV_OBJ) $(LIB_A) $(SRV_LIBS) -lm
+
+$(TESTS): $(TEST_OBJ) $(LIB_A)
+	$(CC) -pthread -o $@ $(TEST_OBJ) $(LIB_A) -lm
+
+# ---- run and test ---------------------------------------------------------
+run: $(DEPS_STAMP) $(SERVER)
+	$(SERVER) --host 127.0.0.1 --port 8080
+
+test: $(DEPS_STAMP) all $(TESTS)
+	$(TESTS)
+	@if [ -d tests/http ] && [ -x $(SERVER) ]; then \
+	  $(PYTHON) tests/http/run.py --server $(SERVER); fi
+
+test-unit: $(TESTS)
+	$(TESTS)
+
+# Every ISA this CPU runs, one after the other.
+test-isa: $(TESTS)
+	@for isa in ref avx2 avx512; do echo "## AB_ISA=$$isa"; \
+	  AB_ISA=$$isa $(TESTS) || exit 1; done
+
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \
+	  CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	  LDFLAGS="-fsanitize=address,undefined" test
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 lib/include/attnbias.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libattnbias.so.0
+	ln -sf libattnbias.so.0 $(DESTDIR)$(PREFIX)/lib/libattnbias.so
+	install -m 644 $(LIB_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf $(BUILD) build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

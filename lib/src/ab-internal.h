@@ -1,0 +1,70 @@
+/* ab-internal.h: private to libattnbias -- allocation, error recording,
+ * jobs and small numeric helpers shared by every source file. */
+#ifndef AB_INTERNAL_H
+#define AB_INTERNAL_H
+
+#include "attnbias.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef NDEBUG
+#define ab__assert(c) ((void)0)
+#else
+#include <assert.h>
+#define ab__assert(c) assert(c)
+#endif
+
+#if defined(__GNUC__)
+#define AB__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define AB__LIKELY(x) __builtin_expect(!!(x), 1)
+#define AB__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define AB__PRINTF(a, b)
+#define AB__LIKELY(x) (x)
+#define AB__UNLIKELY(x) (x)
+#endif
+
+/* ---- allocation (through the ab_set_allocator hook) ---------------- */
+void *ab__malloc(size_t n);
+void *ab__calloc(size_t n, size_t size); /* overflow-checked */
+void ab__free(void *p);
+/* 64-byte aligned; free with ab__free_aligned. */
+void *ab__malloc_aligned(size_t n);
+void ab__free_aligned(void *p);
+
+/* ---- errors ---------------------------------------------------------- */
+/* Record the error for ab_last_error and return st.  arg names the
+ * argument (dotted API path), fmt builds a sentence naming the value. */
+enum ab_status ab__fail(enum ab_status st, const char *arg, const char *fmt,
+                        ...) AB__PRINTF(3, 4);
+
+/* ---- jobs ------------------------------------------------------------ */
+struct ab_job {
+  int64_t pieces;
+  size_t scratch_size;
+  double flops;
+  enum ab_status (*run)(const struct ab_job *job, int64_t piece,
+                        void *scratch);
+  void (*destroy)(struct ab_job *job); /* frees ctx's resources; may be NULL */
+  void *ctx;
+};
+/* Allocate a job whose ctx is a zeroed block of ctx_size bytes. */
+enum ab_status ab__job_new(size_t ctx_size, struct ab_job **out);
+
+/* ---- numbers --------------------------------------------------------- */
+static inline int64_t ab__min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t ab__max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Convert one element of a float tensor to float (dtype known valid). */
+float ab__load_f32(const void *base, int32_t dtype, int64_t idx);
+/* Offset in elements of a multi-index (idx has t->ndim entries). */
+int64_t ab__tensor_offset(const struct ab_tensor *t, const int64_t *idx);
+/* Validate a tensor descriptor: non-NULL data, float dtype (or int32 when
+ * allow_int), rank 1..4, dims >= 1, strides >= 0, extent fits. */
+enum ab_status ab__check_tensor(const struct ab_tensor *t, const char *name,
+                                int allow_int);
+
+#endif /* AB_INTERNAL_H */

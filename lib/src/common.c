@@ -1,0 +1,517 @@
+/* common.c: status strings, per-thread errors, the allocator hook, dtypes,
+ * tensor descriptors and jobs -- everything the methods share. */
+#include "ab-internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ==== status and errors ================================================ */
+
+const char *ab_status_str(enum ab_status s)
+{
+  switch (s) {
+#define AB_X_(name, num, msg)                                                 \
+  case AB_STATUS_##name:                                                       \
+    return msg;
+    AB_STATUS_MAP(AB_X_)
+#undef AB_X_
+  default:
+    return "unknown status";
+  }
+}
+
+static _Thread_local struct ab_error g_err;
+
+const struct ab_error *ab_last_error(void) { return &g_err; }
+
+void ab_clear_error(void) { memset(&g_err, 0, sizeof g_err); }
+
+enum ab_status ab__fail(enum ab_status st, const char *arg, const char *fmt,
+                        ...)
+{
+  va_list ap;
+
+  g_err.status = st;
+  snprintf(g_err.arg, sizeof g_err.arg, "%s", arg ? arg : "");
+  va_start(ap, fmt);
+  vsnprintf(g_err.msg, sizeof g_err.msg, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+const char *ab_version(void) { return AB_VERSION_STRING; }
+
+/* ==== allocation ======================================================== */
+
+static void *(*g_malloc)(size_t) = malloc;
+static void (*g_free)(void *) = free;
+
+void ab_set_allocator(void *(*malloc_fn)(size_t), void (*free_fn)(void *))
+{
+  g_malloc = malloc_fn ? malloc_fn : malloc;
+  g_free = free_fn ? free_fn : free;
+}
+
+void *ab__malloc(size_t n) { return g_malloc(n ? n : 1); }
+
+void *ab__calloc(size_t n, size_t size)
+{
+  void *p;
+
+  if (size && n > SIZE_MAX / size)
+    return NULL;
+  p = ab__malloc(n * size);
+  if (p)
+    memset(p, 0, n * size);
+  return p;
+}
+
+void ab__free(void *p)
+{
+  if (p)
+    g_free(p);
+}
+
+/* Over-allocate by 64 bytes and keep the original pointer just before the
+ * aligned block, so the hook allocator needs no aligned variant. */
+void *ab__malloc_aligned(size_t n)
+{
+  unsigned char *raw, *al;
+
+  if (n > SIZE_MAX - 64 - sizeof(void *))
+    return NULL;
+  raw = ab__malloc(n + 64 + sizeof(void *));
+  if (!raw)
+    return NULL;
+  al = (unsigned char *)(((uintptr_t)(raw + sizeof(void *)) + 63) &
+                         ~(uintptr_t)63);
+  memcpy(al - sizeof(void *), &raw, sizeof raw);
+  return al;
+}
+
+void ab__free_aligned(void *p)
+{
+  void *raw;
+
+  if (!p)
+    return;
+  memcpy(&raw, (unsigned char *)p - sizeof(void *), sizeof raw);
+  ab__free(raw);
+}
+
+/* ==== dtypes ============================================================ */
+
+size_t ab_dtype_size(enum ab_dtype d)
+{
+  switch (d) {
+  case AB_DTYPE_F32: return 4;
+  case AB_DTYPE_F64: return 8;
+  case AB_DTYPE_F16: return 2;
+  case AB_DTYPE_BF16: return 2;
+  case AB_DTYPE_I32: return 4;
+  default: return 0;
+  }
+}
+
+const char *ab_dtype_name(enum ab_dtype d)
+{
+  switch (d) {
+  case AB_DTYPE_F32: return "float32";
+  case AB_DTYPE_F64: return "float64";
+  case AB_DTYPE_F16: return "float16";
+  case AB_DTYPE_BF16: return "bfloat16";
+  case AB_DTYPE_I32: return "int32";
+  default: return "unknown";
+  }
+}
+
+int ab_dtype_parse(const char *name)
+{
+  static const struct { const char *n; int d; } names[] = {
+    {"float32", AB_DTYPE_F32}, {"f32", AB_DTYPE_F32}, {"F32", AB_DTYPE_F32},
+    {"float64", AB_DTYPE_F64}, {"f64", AB_DTYPE_F64}, {"F64", AB_DTYPE_F64},
+    {"float16", AB_DTYPE_F16}, {"f16", AB_DTYPE_F16}, {"F16", AB_DTYPE_F16},
+    {"bfloat16", AB_DTYPE_BF16}, {"bf16", AB_DTYPE_BF16},
+    {"BF16", AB_DTYPE_BF16}, {"int32", AB_DTYPE_I32}, {"i32", AB_DTYPE_I32},
+    {"I32", AB_DTYPE_I32},
+  };
+  size_t i;
+
+  if (!name)
+    return -1;
+  for (i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(name, names[i].n) == 0)
+      return names[i].d;
+  return -1;
+}
+
+/* IEEE half <-> single, round to nearest even, NaN and inf kept. */
+uint16_t ab_f32_to_f16(float f)
+{
+  uint32_t x, sign, mant;
+  int32_t exp;
+  uint16_t h;
+
+  memcpy(&x, &f, 4);
+  sign = (x >> 16) & 0x8000u;
+  exp = (int32_t)((x >> 23) & 0xff);
+  mant = x & 0x7fffffu;
+  if (exp == 0xff) /* inf or NaN (keep a quiet NaN bit) */
+    return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0));
+  exp = exp - 127 + 15;
+  if (exp >= 0x1f) /* overflow to infinity */
+    return (uint16_t)(sign | 0x7c00u);
+  if (exp <= 0) { /* subnormal half or zero */
+    uint32_t m, shift, half_bit, rem;
+    if (exp < -10)
+      return (uint16_t)sign;
+    m = mant | 0x800000u;
+    shift = (uint32_t)(14 - exp);
+    h = (uint16_t)(m >> shift);
+    half_bit = 1u << (shift - 1);
+    rem = m & ((1u << shift) - 1);
+    if (rem > half_bit || (rem == half_bit && (h & 1u)))
+      h++;
+    return (uint16_t)(sign | h);
+  }
+  h = (uint16_t)(sign | ((uint32_t)exp << 10) | (mant >> 13));
+  /* Round to nearest even; a carry into the exponent is correct. */
+  if ((mant & 0x1fffu) > 0x1000u || ((mant & 0x1fffu) == 0x1000u && (h & 1u)))
+    h++;
+  return h;
+}
+
+float ab_f16_to_f32(uint16_t h)
+{
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x;
+  float f;
+
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else { /* subnormal: normalise */
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400u)) {
+        mant <<= 1;
+        exp--;
+      }
+      mant &= 0x3ffu;
+      x = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 0x1f) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else {
+    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  }
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+uint16_t ab_f32_to_bf16(float f)
+{
+  uint32_t x;
+
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet */
+    return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+float ab_bf16_to_f32(uint16_t h)
+{
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+float ab__load_f32(const void *base, int32_t dtype, int64_t idx)
+{
+  switch (dtype) {
+  case AB_DTYPE_F32: return ((const float *)base)[idx];
+  case AB_DTYPE_F64: return (float)((const double *)base)[idx];
+  case AB_DTYPE_F16: return ab_f16_to_f32(((const uint16_t *)base)[idx]);
+  case AB_DTYPE_BF16: return ab_bf16_to_f32(((const uint16_t *)base)[idx]);
+  case AB_DTYPE_I32: return (float)((const int32_t *)base)[idx];
+  default: return 0.0f;
+  }
+}
+
+static int is_float_dtype(int32_t d)
+{
+  return d == AB_DTYPE_F32 || d == AB_DTYPE_F64 || d == AB_DTYPE_F16 ||
+         d == AB_DTYPE_BF16;
+}
+
+enum ab_status ab_convert(void *dst, enum ab_dtype dst_dtype, const void *src,
+                          enum ab_dtype src_dtype, int64_t n)
+{
+  int64_t i;
+
+  if (n < 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, "n", "count %lld is negative",
+                    (long long)n);
+  if (!is_float_dtype((int32_t)dst_dtype) ||
+      !is_float_dtype((int32_t)src_dtype))
+    return ab__fail(AB_STATUS_BAD_DTYPE, "dtype",
+                    "conversion %d -> %d is not between float dtypes",
+                    (int)src_dtype, (int)dst_dtype);
+  if (n == 0)
+    return AB_STATUS_OK;
+  if (!dst || !src)
+    return ab__fail(AB_STATUS_INVALID_ARG, dst ? "src" : "dst",
+                    "buffer is NULL");
+  if (dst_dtype == src_dtype) {
+    if (dst != src)
+      memmove(dst, src, (size_t)n * ab_dtype_size(src_dtype));
+    return AB_STATUS_OK;
+  }
+  if (dst_dtype == AB_DTYPE_F64 && src_dtype == AB_DTYPE_F32) {
+    for (i = 0; i < n; i++)
+      ((double *)dst)[i] = (double)((const float *)src)[i];
+    return AB_STATUS_OK;
+  }
+  for (i = 0; i < n; i++) {
+    float f = ab__load_f32(src, (int32_t)src_dtype, i);
+    switch (dst_dtype) {
+    case AB_DTYPE_F32: ((float *)dst)[i] = f; break;
+    case AB_DTYPE_F64: ((double *)dst)[i] = (double)f; break;
+    case AB_DTYPE_F16: ((uint16_t *)dst)[i] = ab_f32_to_f16(f); break;
+    case AB_DTYPE_BF16: ((uint16_t *)dst)[i] = ab_f32_to_bf16(f); break;
+    default: break;
+    }
+  }
+  return AB_STATUS_OK;
+}
+
+/* ==== tensors =========================================================== */
+
+int ab_mul_overflow(int64_t a, int64_t b, int64_t *out)
+{
+  if (a < 0 || b < 0)
+    return -1;
+  if (a != 0 && b > INT64_MAX / a)
+    return -1;
+  *out = a * b;
+  return 0;
+}
+
+enum ab_status ab_tensor_init(struct ab_tensor *t, void *data,
+                              enum ab_dtype dtype, int ndim,
+                              const int64_t *shape)
+{
+  int64_t n = 1;
+  int i;
+
+  if (!t || !shape)
+    return ab__fail(AB_STATUS_INVALID_ARG, t ? "shape" : "t", "is NULL");
+  if (ndim < 1 || ndim > AB_MAX_DIMS)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "shape", "rank %d is not in 1..%d",
+                    ndim, AB_MAX_DIMS);
+  if (ab_dtype_size(dtype) == 0)
+    return ab__fail(AB_STATUS_BAD_DTYPE, "dtype", "dtype %d is unknown",
+                    (int)dtype);
+  memset(t, 0, sizeof *t);
+  t->data = data;
+  t->dtype = (int32_t)dtype;
+  t->ndim = ndim;
+  for (i = ndim - 1; i >= 0; i--) {
+    if (shape[i] < 1)
+      return ab__fail(AB_STATUS_BAD_SHAPE, "shape",
+                      "dimension %d is %lld; every dimension must be >= 1", i,
+                      (long long)shape[i]);
+    t->shape[i] = shape[i];
+    t->stride[i] = n;
+    if (ab_mul_overflow(n, shape[i], &n))
+      return ab__fail(AB_STATUS_OVERFLOW, "shape",
+                      "element count overflows at dimension %d", i);
+  }
+  if ((uint64_t)n > SIZE_MAX / ab_dtype_size(dtype))
+    return ab__fail(AB_STATUS_OVERFLOW, "shape", "byte size overflows");
+  return AB_STATUS_OK;
+}
+
+int64_t ab_tensor_numel(const struct ab_tensor *t)
+{
+  int64_t n = 1;
+  int i;
+
+  if (!t || t->ndim < 1 || t->ndim > AB_MAX_DIMS)
+    return -1;
+  for (i = 0; i < t->ndim; i++)
+    if (t->shape[i] < 0 || ab_mul_overflow(n, t->shape[i], &n))
+      return -1;
+  return n;
+}
+
+int ab_tensor_is_contiguous(const struct ab_tensor *t)
+{
+  int64_t s = 1;
+  int i;
+
+  for (i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->stride[i] != s)
+      return 0;
+    s *= t->shape[i];
+  }
+  return 1;
+}
+
+int64_t ab__tensor_offset(const struct ab_tensor *t, const int64_t *idx)
+{
+  int64_t off = 0;
+  int i;
+
+  for (i = 0; i < t->ndim; i++)
+    off += idx[i] * t->stride[i];
+  return off;
+}
+
+enum ab_status ab__check_tensor(const struct ab_tensor *t, const char *name,
+                                int allow_int)
+{
+  int64_t extent = 0, term;
+  int i;
+
+  if (!t)
+    return ab__fail(AB_STATUS_INVALID_ARG, name, "%s is required", name);
+  if (!(is_float_dtype(t->dtype) || (allow_int && t->dtype == AB_DTYPE_I32)))
+    return ab__fail(AB_STATUS_BAD_DTYPE, name, "%s has dtype %s (%d)", name,
+                    ab_dtype_name((enum ab_dtype)t->dtype), (int)t->dtype);
+  if (t->ndim < 1 || t->ndim > AB_MAX_DIMS)
+    return ab__fail(AB_STATUS_BAD_SHAPE, name, "%s has rank %d, not 1..%d",
+                    name, (int)t->ndim, AB_MAX_DIMS);
+  for (i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 1)
+      return ab__fail(AB_STATUS_BAD_SHAPE, name,
+                      "%s dimension %d is %lld; every dimension must be >= 1",
+                      name, i, (long long)t->shape[i]);
+    if (t->stride[i] < 0)
+      return ab__fail(AB_STATUS_BAD_SHAPE, name, "%s stride %d is negative",
+                      name, i);
+    if (ab_mul_overflow(t->shape[i] - 1, t->stride[i], &term) ||
+        extent > INT64_MAX - term)
+      return ab__fail(AB_STATUS_OVERFLOW, name, "%s extent overflows", name);
+    extent += term;
+  }
+  if (ab_tensor_numel(t) < 0)
+    return ab__fail(AB_STATUS_OVERFLOW, name, "%s element count overflows",
+                    name);
+  if (!t->data)
+    return ab__fail(AB_STATUS_INVALID_ARG, name, "%s has no data", name);
+  return AB_STATUS_OK;
+}
+
+enum ab_status ab_tensor_to_f32(const struct ab_tensor *src, float *dst)
+{
+  int64_t idx[AB_MAX_DIMS] = {0, 0, 0, 0}, n, i;
+  enum ab_status st;
+  int d;
+
+  if ((st = ab__check_tensor(src, "src", 0)) != AB_STATUS_OK)
+    return st;
+  if (!dst)
+    return ab__fail(AB_STATUS_INVALID_ARG, "dst", "dst is NULL");
+  n = ab_tensor_numel(src);
+  if (ab_tensor_is_contiguous(src))
+    return ab_convert(dst, AB_DTYPE_F32, src->data,
+                      (enum ab_dtype)src->dtype, n);
+  for (i = 0; i < n; i++) {
+    dst[i] = ab__load_f32(src->data, src->dtype, ab__tensor_offset(src, idx));
+    for (d = src->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < src->shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return AB_STATUS_OK;
+}
+
+/* ==== jobs ============================================================== */
+
+enum ab_status ab__job_new(size_t ctx_size, struct ab_job **out)
+{
+  struct ab_job *job = ab__calloc(1, sizeof *job);
+
+  *out = NULL;
+  if (!job)
+    return ab__fail(AB_STATUS_NO_MEMORY, "job", "cannot allocate a job");
+  if (ctx_size) {
+    job->ctx = ab__calloc(1, ctx_size);
+    if (!job->ctx) {
+      ab__free(job);
+      return ab__fail(AB_STATUS_NO_MEMORY, "job",
+                      "cannot allocate %zu bytes of job state", ctx_size);
+    }
+  }
+  *out = job;
+  return AB_STATUS_OK;
+}
+
+int64_t ab_job_pieces(const ab_job_t *job) { return job ? job->pieces : 0; }
+
+size_t ab_job_scratch_size(const ab_job_t *job)
+{
+  return job ? job->scratch_size : 0;
+}
+
+double ab_job_flops(const ab_job_t *job) { return job ? job->flops : 0.0; }
+
+enum ab_status ab_job_run(const ab_job_t *job, int64_t piece, void *scratch)
+{
+  enum ab_status st;
+  void *own = NULL;
+
+  if (!job)
+    return ab__fail(AB_STATUS_INVALID_ARG, "job", "job is NULL");
+  if (piece < 0 || piece >= job->pieces)
+    return ab__fail(AB_STATUS_OUT_OF_RANGE, "piece",
+                    "piece %lld is not in 0..%lld", (long long)piece,
+                    (long long)job->pieces - 1);
+  if (!scratch && job->scratch_size) {
+    own = ab__malloc_aligned(job->scratch_size);
+    if (!own)
+      return ab__fail(AB_STATUS_NO_MEMORY, "scratch",
+                      "cannot allocate %zu bytes of scratch",
+                      job->scratch_size);
+    scratch = own;
+  }
+  st = job->run(job, piece, scratch);
+  ab__free_aligned(own);
+  return st;
+}
+
+enum ab_status ab_job_run_all(const ab_job_t *job)
+{
+  enum ab_status st = AB_STATUS_OK;
+  void *scratch = NULL;
+  int64_t i;
+
+  if (!job)
+    return ab__fail(AB_STATUS_INVALID_ARG, "job", "job is NULL");
+  if (job->scratch_size) {
+    scratch = ab__malloc_aligned(job->scratch_size);
+    if (!scratch)
+      return ab__fail(AB_STATUS_NO_MEMORY, "scratch",
+                      "cannot allocate %zu bytes of scratch",
+                      job->scratch_size);
+  }
+  for (i = 0; i < job->pieces && st == AB_STATUS_OK; i++)
+    st = job->run(job, i, scratch);
+  ab__free_aligned(scratch);
+  return st;
+}
+
+void ab_job_free(ab_job_t *job)
+{
+  if (!job)
+    return;
+  if (job->destroy)
+    job->destroy(job);
+  ab__free(job->ctx);
+  ab__free(job);
+}

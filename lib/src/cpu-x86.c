@@ -1,0 +1,22 @@
+/* cpu-x86.c: CPU feature detection only (cpuid + xgetbv via GCC builtins);
+ * no other file asks the CPU what it can do. */
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+int ab__cpu_has_avx2_fma(void)
+{
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+int ab__cpu_has_avx512(void)
+{
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && ab__cpu_has_avx2_fma();
+}
+#else
+int ab__cpu_has_avx2_fma(void) { return 0; }
+int ab__cpu_has_avx512(void) { return 0; }
+#endif

@@ -1,0 +1,298 @@
+/* srv.h: the seams between the parts of attnbiasd.  Each part owns one
+ * directory and implements its section below:
+ *   util/     errors, arena, buffers, logging             (srv_err_*, ...)
+ *   http/     libmicrohttpd glue, auth, limits, lifecycle (srv_http_*)
+ *   work/     libuv loop + pool, running a call's jobs    (srv_work_*)
+ *   route/    routes.def and the method+path table        (srv_route_*)
+ *   codec/    JSON/base64/safetensors/npy/PNG <-> tensors (srv_codec_*)
+ *   handlers/ one file per route: params -> library jobs  (srv_h_*)
+ * A request's life: http collects the body -> route match -> auth ->
+ * srv_codec_decode_request -> handler prepare (validate, budgets, jobs,
+ * outputs declared) -> jobs' pieces run on the pool -> handler finish ->
+ * srv_codec_encode -> http sends c->resp_body.  Errors at any step become a
+ * problem+json body through srv_codec_problem. */
+#ifndef SRV_H
+#define SRV_H
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attnbias.h"
+
+#define SRV_NAME "attnbiasd"
+
+/* ======================================================================
+ * util/: errors
+ * ====================================================================== */
+
+/* One error, destined to become one problem+json body. */
+struct srv_err {
+  int http;             /* 400, 401, 404, 405, 406, 413, 415, 500, 503 */
+  char slug[48];        /* type = https://attnbias.dev/errors/<slug> */
+  char title[64];       /* short, fixed per slug */
+  char field[192];      /* JSON pointer ("/q/shape") or "" */
+  char detail[512];     /* sentence naming the offending value */
+  int retry_after;      /* seconds (503), 0: none */
+  char allow[32];       /* Allow header (405), "" : none */
+};
+
+/* Set e (http status, field pointer or NULL, printf detail); slug and title
+ * follow from the status unless srv_err_slug overrides.  Returns -1 so
+ * callers can `return srv_fail(...)`. */
+int srv_fail(struct srv_err *e, int http, const char *field, const char *fmt,
+             ...) __attribute__((format(printf, 4, 5)));
+/* Override slug/title after srv_fail (e.g. "unsupported-media-type"). */
+void srv_err_slug(struct srv_err *e, const char *slug, const char *title);
+/* Turn the library's last error into a 400 (413 for AB_STATUS_OVERFLOW,
+ * 500 for NO_MEMORY): field = prefix + "/" + arg with dots as slashes. */
+int srv_fail_lib(struct srv_err *e, enum ab_status st, const char *prefix);
+
+/* ======================================================================
+ * util/: memory
+ * ====================================================================== */
+
+/* A request's arena: every allocation lives until srv_arena_free.  Blocks
+ * are malloc'd individually (64-byte aligned), so large tensors do not
+ * need one huge region.  `cap` bounds the total (0: unbounded). */
+struct srv_arena_block;
+struct srv_arena {
+  struct srv_arena_block *head;
+  size_t used, cap;
+};
+void srv_arena_init(struct srv_arena *a, size_t cap);
+void *srv_arena_alloc(struct srv_arena *a, size_t n); /* NULL: cap/oom */
+void *srv_arena_calloc(struct srv_arena *a, size_t n, size_t size);
+char *srv_arena_strdup(struct srv_arena *a, const char *s);
+void srv_arena_free(struct srv_arena *a);
+
+/* A growable byte buffer with a ceiling (curl dynbuf). */
+struct srv_buf {
+  char *data;
+  size_t len, cap, max;
+};
+void srv_buf_init(struct srv_buf *b, size_t max);
+int srv_buf_reserve(struct srv_buf *b, size_t extra); /* -1: over max/oom */
+int srv_buf_append(struct srv_buf *b, const void *p, size_t n);
+int srv_buf_printf(struct srv_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void srv_buf_free(struct srv_buf *b);
+/* Take ownership of the bytes (caller frees with free()). */
+char *srv_buf_steal(struct srv_buf *b, size_t *len);
+
+/* ======================================================================
+ * configuration (main.c fills it once, read-only afterwards)
+ * ====================================================================== */
+struct srv_config {
+  char host[256];
+  int port;
+  int threads;             /* worker pool size */
+  int max_queue;           /* admitted but unfinished requests */
+  double max_body_mb;
+  double max_output_mb;
+  double max_gflop;
+  double timeout_s;
+  int max_connections;
+  double drain_s;
+  char api_key[512];       /* "" : no auth */
+  int http_threads;        /* libmicrohttpd's internal pool */
+};
+extern struct srv_config srv_cfg;
+
+/* ======================================================================
+ * a call: one request being answered
+ * ====================================================================== */
+enum srv_fmt {
+  SRV_FMT_JSON = 0,
+  SRV_FMT_SAFETENSORS = 1,
+  SRV_FMT_NPY = 2,
+  SRV_FMT_PNG = 3
+};
+
+/* A tensor decoded from a safetensors request body, by dotted name. */
+struct srv_named_tensor {
+  const char *name; /* arena */
+  struct ab_tensor t; /* data points into the body (zero copy) or arena */
+};
+
+#define SRV_MAX_OUTPUTS 8
+#define SRV_MAX_JOBS 8
+
+/* A named output: a float32 (or int32) contiguous tensor in the arena, or a
+ * scalar.  The codec converts float outputs to c->out_dtype on encode. */
+struct srv_output {
+  const char *name;
+  int is_scalar;
+  double scalar;
+  struct ab_tensor t;
+};
+
+struct srv_route;
+
+struct srv_call {
+  /* ---- request: set by http/ before decode ---- */
+  const struct srv_route *route;
+  const char *content_type; /* header value or NULL */
+  const char *accept;       /* header value or NULL */
+  const char *body;         /* complete body (owned by http/) */
+  size_t body_len;
+  struct srv_arena arena;
+
+  /* ---- decoded: set by srv_codec_decode_request ---- */
+  json_t *params;           /* the request object (owned); {} when no body */
+  struct srv_named_tensor *bin; /* safetensors tensors, or NULL */
+  int nbin;
+  enum srv_fmt fmt;         /* negotiated from Accept */
+  int out_dtype;            /* "output_dtype" (enum ab_dtype), default F32 */
+  int b64;                  /* "encoding": "b64" */
+  const char *pick;         /* "output": name (for npy), or NULL */
+
+  /* ---- set by the handler's prepare ---- */
+  ab_job_t *jobs[SRV_MAX_JOBS]; /* run before finish; freed by the call */
+  int njobs;
+  void *state;              /* handler-private, in the arena */
+  struct srv_output outputs[SRV_MAX_OUTPUTS];
+  int noutputs;
+  /* A handler that encodes its own body (PNG heatmap, YAML, text) fills
+   * these in prepare or finish; the codec then leaves them alone. */
+  struct srv_buf custom;
+  const char *custom_type;
+  /* Unknown request fields, for X-Attnbias-Ignored (comma-separated). */
+  struct srv_buf ignored;
+
+  /* ---- response: set by srv_codec_encode or the error path ---- */
+  int status;
+  struct srv_buf resp_body;
+  const char *resp_type;
+  double kernel_seconds;    /* time spent in job pieces */
+};
+
+/* ======================================================================
+ * route/: the route table (routes.def is the single list)
+ * ====================================================================== */
+typedef int (*srv_handler_fn)(struct srv_call *c, struct srv_err *err);
+
+enum srv_route_flags {
+  SRV_ROUTE_PUBLIC = 1,  /* no API key needed (health, metrics, openapi) */
+  SRV_ROUTE_BODY = 2     /* takes a request body (POST) */
+};
+
+struct srv_route {
+  const char *method;    /* "GET" | "POST" */
+  const char *path;
+  const char *name;      /* metrics label, e.g. "rope" */
+  srv_handler_fn prepare; /* validate + jobs + outputs (may do everything) */
+  srv_handler_fn finish;  /* after the jobs ran, or NULL */
+  unsigned flags;
+};
+
+/* Find the route for method+path.  Returns it, or NULL with err set to 404,
+ * or to 405 with err->allow filled. */
+const struct srv_route *srv_route_find(const char *method, const char *path,
+                                       struct srv_err *err);
+/* The table itself (n entries), for tests and /v1/methods. */
+const struct srv_route *srv_route_table(size_t *n);
+
+/* ======================================================================
+ * codec/: bodies <-> tensors
+ * ====================================================================== */
+
+/* Decode c->body by c->content_type (JSON or safetensors, else 415) into
+ * c->params / c->bin, negotiate c->fmt from c->accept (406 when nothing
+ * acceptable is offered), and read the generic output options "encoding",
+ * "output_dtype", "output". */
+int srv_codec_decode_request(struct srv_call *c, struct srv_err *err);
+
+/* Find the tensor named by the dotted path ("q", "bias.table",
+ * "bias.layers.0.weight"): first among the safetensors tensors, else in the
+ * JSON params in any of the three forms of API.md.  Returns 1 and fills
+ * *out (any float dtype; data in the body or the arena), 0 when absent (an
+ * error if `required`), -1 on error with err naming the JSON pointer. */
+int srv_codec_tensor(struct srv_call *c, const char *path, int required,
+                     struct ab_tensor *out, struct srv_err *err);
+
+/* Read a JSON number, accepting the strings "inf", "-inf", "nan".
+ * Returns 0, or -1 if j is neither. */
+int srv_codec_number(const json_t *j, double *out);
+
+/* Encode c->outputs (or c->custom) as c->fmt into c->resp_body/resp_type.
+ * npy needs exactly one output or c->pick, and no bfloat16 (406). */
+int srv_codec_encode(struct srv_call *c, struct srv_err *err);
+
+/* Write the problem+json body of e into out. */
+int srv_codec_problem(const struct srv_err *e, struct srv_buf *out);
+
+/* Shortest decimal that reads back as the same float32 (9 significant
+ * digits at most), or "inf"/"-inf"/"nan" as JSON strings (with quotes).
+ * Writes at most 24 bytes, no terminator; returns the length. */
+size_t srv_codec_fmt_f32(char *buf, float v);
+
+/* PNG heatmap of a [rows, cols] float32 matrix (-inf cells drawn in a
+ * distinct colour) with a legend; appends the PNG bytes to out. */
+int srv_codec_png_heatmap(const float *data, int64_t rows, int64_t cols,
+                          const char *title, struct srv_buf *out,
+                          struct srv_err *err);
+
+/* ======================================================================
+ * handlers/: one file per route, plus the parameter tables
+ * ====================================================================== */
+
+/* Declare an output: allocates a contiguous [shape] tensor of dtype in the
+ * arena and appends it to c->outputs.  Returns the data pointer or NULL
+ * (err set: 500/413). */
+void *srv_output_tensor(struct srv_call *c, const char *name,
+                        enum ab_dtype dtype, int ndim, const int64_t *shape,
+                        struct srv_err *err);
+int srv_output_scalar(struct srv_call *c, const char *name, double v,
+                      struct srv_err *err);
+/* Budgets (srv_cfg): output bytes and estimated flops, before allocating. */
+int srv_check_budget(struct srv_call *c, double out_bytes, double flops,
+                     struct srv_err *err);
+/* Append a job to c->jobs (the call frees it). */
+int srv_add_job(struct srv_call *c, ab_job_t *job, struct srv_err *err);
+
+/* The handlers (routes.def names them). */
+int srv_h_healthz(struct srv_call *c, struct srv_err *err);
+int srv_h_readyz(struct srv_call *c, struct srv_err *err);
+int srv_h_metrics(struct srv_call *c, struct srv_err *err);
+int srv_h_openapi(struct srv_call *c, struct srv_err *err);
+int srv_h_methods(struct srv_call *c, struct srv_err *err);
+int srv_h_encodings(struct srv_call *c, struct srv_err *err);
+int srv_h_rope(struct srv_call *c, struct srv_err *err);
+int srv_h_bias(struct srv_call *c, struct srv_err *err);
+int srv_h_bias_finish(struct srv_call *c, struct srv_err *err);
+int srv_h_attention(struct srv_call *c, struct srv_err *err);
+
+/* ======================================================================
+ * work/: the pool
+ * ====================================================================== */
+
+/* Start the libuv loop thread and a pool of `threads` workers. */
+int srv_work_start(int threads);
+/* Run every piece of c's jobs (spread over the pool; each job's pieces
+ * after the previous job's), then call done(c, arg) on the loop thread.
+ * Returns -1 if the pool is stopping. */
+int srv_work_submit(struct srv_call *c, void (*done)(struct srv_call *c,
+                                                     int status, void *arg),
+                    void *arg);
+/* Run c's jobs on the calling thread (tiny requests, tests). */
+int srv_work_run_inline(struct srv_call *c, struct srv_err *err);
+void srv_work_stop(void);
+
+/* ======================================================================
+ * http/ and metrics
+ * ====================================================================== */
+int srv_http_start(void);  /* binds; prints the port when --port 0 */
+int srv_http_port(void);
+void srv_http_drain(void); /* stop accepting; readiness -> 503 */
+void srv_http_stop(void);
+int srv_http_draining(void);
+
+/* Prometheus text exposition of the counters into out. */
+int srv_metrics_render(struct srv_buf *out);
+
+/* One line to stderr (timestamps added). */
+void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif /* SRV_H */
