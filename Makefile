@@ -30,8 +30,14 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SRV_SRC  := $(shell find server -name '*.c' 2>/dev/null | sort)
 SRV_MAIN := server/main.c
 SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
-TEST_SRC := $(wildcard tests/runner/*.c tests/unit/*.c)
+# UNIT / SUNIT narrow the test binaries to some files (UNIT=tests/unit/test-rope.c).
+UNIT     ?= $(wildcard tests/unit/*.c)
+SUNIT    ?= $(wildcard tests/server/*.c)
+TEST_SRC := $(wildcard tests/runner/*.c) $(UNIT)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+STEST_SRC := $(wildcard tests/runner/*.c) $(SUNIT)
+STEST_OBJ := $(STEST_SRC:%.c=$(BUILD)/%.o)
+SRV_LIB_OBJ := $(filter-out $(BUILD)/$(SRV_MAIN:%.c=%.o),$(SRV_OBJ))
 
 SRV_PKGS  = libmicrohttpd jansson libuv libpng
 SRV_CFLAGS = $(shell pkg-config --cflags $(SRV_PKGS) 2>/dev/null)
@@ -42,6 +48,7 @@ LIB_SO = $(BUILD)/libattnbias.so
 LIB_PC = $(BUILD)/attnbias.pc
 SERVER = $(BUILD)/attnbiasd
 TESTS  = $(BUILD)/tests/run
+STESTS = $(BUILD)/tests/run-server
 
 .PHONY: all lib server test test-unit test-http test-isa run bench deps \
         asan install clean
@@ -80,6 +87,10 @@ $(BUILD)/server/%.o: server/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Iserver $(SRV_CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/tests/server/%.o: tests/server/%.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -Iserver -Itests/runner $(SRV_CFLAGS) -MMD -MP -c $< -o $@
+
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Ilib/src -Itests/runner -MMD -MP -c $< -o $@
@@ -95,17 +106,21 @@ $(LIB_PC): attnbias.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*AB_VERSION_STRING "\(.*\)"/\1/p' lib/include/attnbias.h)|' $< > $@
 
 $(SERVER): $(SRV_OBJ) $(LIB_A)
-	$(CC) -pthread -o $@ $(SRV_OBJ) $(LIB_A) $(SRV_LIBS) -lm
+	$(CC) -pthread $(LDFLAGS) -o $@ $(SRV_OBJ) $(LIB_A) $(SRV_LIBS) -lm
 
 $(TESTS): $(TEST_OBJ) $(LIB_A)
-	$(CC) -pthread -o $@ $(TEST_OBJ) $(LIB_A) -lm
+	$(CC) -pthread $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB_A) -lm
+
+$(STESTS): $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A)
+	$(CC) -pthread $(LDFLAGS) -o $@ $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A) $(SRV_LIBS) -lm
 
 # ---- run and test ---------------------------------------------------------
 run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
-test: $(DEPS_STAMP) all $(TESTS)
+test: $(DEPS_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS))
 	$(TESTS)
+	$(if $(SUNIT),$(STESTS))
 	@if [ -d tests/http ] && [ -x $(SERVER) ]; then \
 	  $(PYTHON) tests/http/run.py --server $(SERVER); fi
 
