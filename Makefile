@@ -119,10 +119,7 @@ run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
 test: $(DEPS_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS))
-	$(TESTS)
-	$(if $(SUNIT),$(STESTS))
-	@if [ -d tests/http ] && [ -x $(SERVER) ]; then \
-	  $(PYTHON) tests/http/run.py --server $(SERVER); fi
+	@tests/run-all.sh $(BUILD) $(PYTHON)
 
 test-unit: $(TESTS)
 	$(TESTS)

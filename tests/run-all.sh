@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# run-all.sh: runs every test suite (library unit tests, server unit tests,
+# HTTP tests), keeps going after a failing suite, and ends with one line
+# "total: N passed, N failed".  Exit status 1 if any suite failed.
+# Usage: tests/run-all.sh BUILD_DIR PYTHON
+set -u
+build=${1:-build}
+python=${2:-/usr/bin/python3}
+passed=0 failed=0 status=0
+
+run_suite() {
+  local name=$1; shift
+  local log="$build/test-$name.log"
+  echo "## $name: $*"
+  "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local line
+  line=$(grep -E '^([A-Za-z]+: )?[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "## $name: no summary line (exit $rc)"
+    failed=$((failed + 1)); status=1; return
+  fi
+  local p f
+  p=$(sed -E 's/^([A-Za-z]+: )?([0-9]+) passed.*/\2/' <<<"$line")
+  f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+  passed=$((passed + p)); failed=$((failed + f))
+  if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
+    status=1
+    [ "$f" -eq 0 ] && failed=$((failed + 1))
+  fi
+}
+
+# The library suite runs with the best kernels this CPU has and again with
+# the scalar reference (AB_ISA=ref), so both sides of every parity hold.
+run_suite unit "$build/tests/run"
+run_suite unit-ref env AB_ISA=ref "$build/tests/run"
+[ -x "$build/tests/run-server" ] && run_suite server "$build/tests/run-server"
+if [ -x "$build/attnbiasd" ] && [ -f tests/http/run.py ]; then
+  run_suite http "$python" tests/http/run.py --server "$build/attnbiasd"
+fi
+echo "total: $passed passed, $failed failed"
+exit $status
