@@ -279,7 +279,8 @@ AB_API void ab_rope_params_init(struct ab_rope_params *p);
 
 /* Validate p and resolve the derived sizes.  Sets *rotary_dim, *n_freq
  * (rotary_dim/2, or rotary_dim/4 for vision2d) and *n_axes (positions per
- * token: 1, 2 for vision2d, 3 for multi-axis).  Any may be NULL. */
+ * token: 1, 2 for vision2d, n_mrope_section (3, or 4 with ggml's extra e
+ * row) for multi-axis).  Any may be NULL. */
 AB_API enum ab_status ab_rope_check(const struct ab_rope_params *p,
                                     int64_t *rotary_dim, int64_t *n_freq,
                                     int *n_axes);
@@ -401,8 +402,10 @@ AB_API enum ab_status ab_bias_check(const struct ab_bias_params *p);
 
 /* bias [num_heads, q_len, k_len] float32 (masked cells -inf, from g's
  * causal flag and window), and/or buckets [q_len, k_len] int32 (T5 only).
- * Either output may be NULL.  Runs on the calling thread; allocates FIRE's
- * per-distance cache. */
+ * Either output may be NULL.  Runs on the calling thread; allocates small
+ * per-distance tables (T5 buckets, Kerple and FIRE values) that are freed
+ * before it returns.  FIRE's c and L are required (NaN after
+ * ab_bias_params_init); a FIRE layer's bias may be NULL (zeros). */
 AB_API enum ab_status ab_bias_table(const struct ab_bias_params *p,
                                     const struct ab_geometry *g, float *bias,
                                     int32_t *buckets);

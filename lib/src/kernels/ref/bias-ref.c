@@ -1,5 +1,8 @@
-/* bias-ref.c: scalar reference kernels of the bias-table family. */
+/* bias-ref.c: scalar reference kernels of the bias-table family -- the
+ * oracle the SIMD table writers are checked against. */
 #include "../kernels.h"
+
+#include <string.h>
 
 static void alibi_row_ref(float *out, int64_t n, int64_t pq, float slope)
 {
@@ -9,7 +12,37 @@ static void alibi_row_ref(float *out, int64_t n, int64_t pq, float slope)
     out[j] = -slope * (float)(pq > j ? pq - j : j - pq);
 }
 
+/* The reference never streams: `stream` is a hint it may ignore. */
+static void table_alibi_ref(float *out, int64_t n, int64_t pq, float slope,
+                            int stream)
+{
+  (void)stream;
+  alibi_row_ref(out, n, pq, slope);
+}
+
+static void table_fill_ref(float *out, int64_t n, float v, int stream)
+{
+  int64_t j;
+
+  (void)stream;
+  for (j = 0; j < n; j++)
+    out[j] = v;
+}
+
+static void table_copy_ref(void *out, const void *src, int64_t n, int stream)
+{
+  (void)stream;
+  if (n > 0)
+    memcpy(out, src, (size_t)n * 4);
+}
+
+static void store_fence_ref(void) {}
+
 void ab__bias_kernels_ref(struct ab__bias_kernels *k)
 {
   k->alibi_row = alibi_row_ref;
+  k->table_alibi = table_alibi_ref;
+  k->table_fill = table_fill_ref;
+  k->table_copy = table_copy_ref;
+  k->store_fence = store_fence_ref;
 }

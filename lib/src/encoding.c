@@ -1,0 +1,315 @@
+/* encoding.c: absolute position encodings -- sinusoidal (three layouts),
+ * learned tables, and the didactic integer and binary encodings
+ * (spec: methods.md 1, 2; README decisions "sinusoidal", "integer /
+ * binary", "learned absolute"). */
+#include "ab-internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Sinusoidal frequencies are produced in tiles of this many pairs, so the
+ * pow/exp per frequency is paid once per tile instead of once per cell,
+ * without allocating (ab_encoding allocates nothing). */
+#define FREQ_TILE 256
+
+/* 2^62: positions and offsets beyond this cannot index any table and would
+ * overflow the int64 arithmetic below, so they are rejected up front. */
+#define POS_LIMIT 4611686018427387904.0
+
+void ab_encoding_params_init(struct ab_encoding_params *p)
+{
+  if (!p)
+    return;
+  memset(p, 0, sizeof *p);
+  p->method = AB_ENC_SINUSOIDAL;
+  p->dim = 0;
+  p->base = 10000.0;
+  p->layout = AB_SIN_INTERLEAVED;
+  p->normalize = 1.0;
+  p->table = NULL;
+  p->offset = 0;
+}
+
+/* ==== validation ======================================================== */
+
+static enum ab_status check_sinusoidal(const struct ab_encoding_params *p)
+{
+  if (!(p->base > 0.0) || !isfinite(p->base))
+    return ab__fail(AB_STATUS_INVALID_ARG, "base",
+                    "base %g must be a finite number > 0", p->base);
+  switch (p->layout) {
+  case AB_SIN_INTERLEAVED:
+  case AB_SIN_CONCAT:
+    if (p->dim % 2 != 0)
+      return ab__fail(AB_STATUS_INVALID_ARG, "dim",
+                      "dim %lld must be even for the %s layout",
+                      (long long)p->dim,
+                      p->layout == AB_SIN_CONCAT ? "concat" : "interleaved");
+    break;
+  case AB_SIN_T2T:
+    /* The frequency exponent divides by d/2 - 1 (fairseq's get_embedding);
+     * d < 4 makes that zero. */
+    if (p->dim < 4)
+      return ab__fail(AB_STATUS_INVALID_ARG, "dim",
+                      "dim %lld must be >= 4 for the tensor2tensor layout",
+                      (long long)p->dim);
+    break;
+  default:
+    return ab__fail(AB_STATUS_INVALID_ARG, "layout",
+                    "layout %d is not interleaved (0), concat (1) or "
+                    "tensor2tensor (2)",
+                    (int)p->layout);
+  }
+  return AB_STATUS_OK;
+}
+
+/* Integral position as int64, or a recorded error naming positions.<t>. */
+static enum ab_status integral_position(double v, int64_t t, int64_t *out)
+{
+  char arg[48];
+
+  snprintf(arg, sizeof arg, "positions.%lld", (long long)t);
+  if (!isfinite(v) || v != floor(v))
+    return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                    "position %g must be a finite integer for this method",
+                    v);
+  if (fabs(v) > POS_LIMIT)
+    return ab__fail(AB_STATUS_OUT_OF_RANGE, arg,
+                    "position %g is outside +-2^62", v);
+  *out = (int64_t)v;
+  return AB_STATUS_OK;
+}
+
+static enum ab_status check_positions(const struct ab_encoding_params *p,
+                                      const double *positions, int64_t n,
+                                      int64_t table_rows)
+{
+  char arg[48];
+  enum ab_status st;
+  int64_t t, ip, row;
+
+  for (t = 0; t < n; t++) {
+    double v = positions[t];
+    switch (p->method) {
+    case AB_ENC_SINUSOIDAL:
+    case AB_ENC_INTEGER:
+      if (!isfinite(v)) {
+        snprintf(arg, sizeof arg, "positions.%lld", (long long)t);
+        return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                        "position %g is not finite", v);
+      }
+      break;
+    case AB_ENC_LEARNED:
+      if ((st = integral_position(v, t, &ip)) != AB_STATUS_OK)
+        return st;
+      if (__builtin_add_overflow(ip, p->offset, &row) || row < 0 ||
+          row >= table_rows) {
+        snprintf(arg, sizeof arg, "positions.%lld", (long long)t);
+        return ab__fail(AB_STATUS_OUT_OF_RANGE, arg,
+                        "position %lld + offset %lld is outside the table's "
+                        "rows 0..%lld",
+                        (long long)ip, (long long)p->offset,
+                        (long long)table_rows - 1);
+      }
+      break;
+    case AB_ENC_BINARY:
+      if ((st = integral_position(v, t, &ip)) != AB_STATUS_OK)
+        return st;
+      if (ip < 0) {
+        snprintf(arg, sizeof arg, "positions.%lld", (long long)t);
+        return ab__fail(AB_STATUS_OUT_OF_RANGE, arg,
+                        "position %lld must be >= 0 for the binary encoding",
+                        (long long)ip);
+      }
+      break;
+    }
+  }
+  return AB_STATUS_OK;
+}
+
+/* ==== the encodings ===================================================== */
+
+/* Sinusoidal rows.  Angles p * freq and their sine/cosine are evaluated in
+ * double and rounded once to float, as the README decides. */
+static void sinusoidal(const struct ab_encoding_params *p,
+                       const double *positions, int64_t n, float *out)
+{
+  const int64_t d = p->dim;
+  const int64_t half = d / 2;
+  /* Pair k's sine sits at column k * pair_stride and its cosine cos_off
+   * columns further, per layout. */
+  const int interleaved = p->layout == AB_SIN_INTERLEAVED;
+  const int64_t cos_off = interleaved ? 1 : half;
+  const int64_t pair_stride = interleaved ? 2 : 1;
+  const double ln_base = log(p->base);
+  double freq[FREQ_TILE];
+  int64_t k0, k, t;
+
+  for (k0 = 0; k0 < half; k0 += FREQ_TILE) {
+    const int64_t kn = ab__min64(FREQ_TILE, half - k0);
+    for (k = 0; k < kn; k++) {
+      const double kk = (double)(k0 + k);
+      if (p->layout == AB_SIN_T2T) /* fairseq: exp(-k ln(base)/(d/2-1)) */
+        freq[k] = exp(-kk * (ln_base / (double)(half - 1)));
+      else /* paper: base^(-2k/d) */
+        freq[k] = pow(p->base, -2.0 * kk / (double)d);
+    }
+    for (t = 0; t < n; t++) {
+      float *row = out + t * d;
+      const double pos = positions[t];
+      for (k = 0; k < kn; k++) {
+        const double a = pos * freq[k];
+        const int64_t c = (k0 + k) * pair_stride;
+        row[c] = (float)sin(a);
+        row[c + cos_off] = (float)cos(a);
+      }
+    }
+  }
+  /* tensor2tensor with odd d: fairseq appends a zero column. */
+  if (p->layout == AB_SIN_T2T && (d & 1))
+    for (t = 0; t < n; t++)
+      out[t * d + d - 1] = 0.0f;
+}
+
+static void learned(const struct ab_encoding_params *p,
+                    const double *positions, int64_t n, float *out)
+{
+  const struct ab_tensor *tb = p->table;
+  int64_t t, c;
+
+  for (t = 0; t < n; t++) {
+    const int64_t row = (int64_t)positions[t] + p->offset; /* validated */
+    const int64_t base = row * tb->stride[0];
+    for (c = 0; c < p->dim; c++)
+      out[t * p->dim + c] =
+          ab__load_f32(tb->data, tb->dtype, base + c * tb->stride[1]);
+  }
+}
+
+static void integer(const struct ab_encoding_params *p,
+                    const double *positions, int64_t n, float *out)
+{
+  int64_t t, c;
+
+  for (t = 0; t < n; t++) {
+    const float v = (float)(positions[t] / p->normalize);
+    for (c = 0; c < p->dim; c++)
+      out[t * p->dim + c] = v;
+  }
+}
+
+static void binary(const struct ab_encoding_params *p,
+                   const double *positions, int64_t n, float *out)
+{
+  int64_t t, c;
+
+  for (t = 0; t < n; t++) {
+    /* Validated: integral, 0 <= position <= 2^62. */
+    const uint64_t v = (uint64_t)positions[t];
+    for (c = 0; c < p->dim; c++)
+      out[t * p->dim + c] = c < 64 ? (float)((v >> c) & 1u) : 0.0f;
+  }
+}
+
+enum ab_status ab_encoding(const struct ab_encoding_params *p,
+                           const double *positions, int64_t n, float *out)
+{
+  enum ab_status st;
+  int64_t rows = 0, cells;
+
+  if (!p)
+    return ab__fail(AB_STATUS_INVALID_ARG, "params", "params is NULL");
+  if (n < 1)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "positions",
+                    "%lld positions given; at least 1 is needed",
+                    (long long)n);
+  if (!positions)
+    return ab__fail(AB_STATUS_INVALID_ARG, "positions", "positions is NULL");
+  if (!out)
+    return ab__fail(AB_STATUS_INVALID_ARG, "out", "out is NULL");
+
+  switch (p->method) {
+  case AB_ENC_SINUSOIDAL:
+  case AB_ENC_INTEGER:
+  case AB_ENC_BINARY:
+    if (p->dim < 1)
+      return ab__fail(AB_STATUS_INVALID_ARG, "dim", "dim %lld must be >= 1",
+                      (long long)p->dim);
+    break;
+  case AB_ENC_LEARNED:
+    if ((st = ab__check_tensor(p->table, "table", 0)) != AB_STATUS_OK)
+      return st;
+    if (p->table->ndim != 2)
+      return ab__fail(AB_STATUS_BAD_SHAPE, "table",
+                      "table has rank %d; it must be [rows, dim]",
+                      (int)p->table->ndim);
+    if (p->dim != p->table->shape[1])
+      return ab__fail(AB_STATUS_BAD_SHAPE, "dim",
+                      "dim %lld differs from the table's %lld columns",
+                      (long long)p->dim, (long long)p->table->shape[1]);
+    rows = p->table->shape[0];
+    break;
+  default:
+    return ab__fail(AB_STATUS_INVALID_ARG, "method",
+                    "encoding method %d is not sinusoidal, learned, integer "
+                    "or binary",
+                    (int)p->method);
+  }
+  if (ab_mul_overflow(n, p->dim, &cells) ||
+      (uint64_t)cells > SIZE_MAX / sizeof(float))
+    return ab__fail(AB_STATUS_OVERFLOW, "dim",
+                    "%lld positions x dim %lld overflows", (long long)n,
+                    (long long)p->dim);
+  if (p->method == AB_ENC_SINUSOIDAL &&
+      (st = check_sinusoidal(p)) != AB_STATUS_OK)
+    return st;
+  if (p->method == AB_ENC_INTEGER &&
+      (!isfinite(p->normalize) || p->normalize == 0.0))
+    return ab__fail(AB_STATUS_INVALID_ARG, "normalize",
+                    "normalize %g must be finite and non-zero",
+                    p->normalize);
+  /* Every position is checked before anything is written, so a failing
+   * call leaves out untouched. */
+  if ((st = check_positions(p, positions, n, rows)) != AB_STATUS_OK)
+    return st;
+
+  switch (p->method) {
+  case AB_ENC_SINUSOIDAL: sinusoidal(p, positions, n, out); break;
+  case AB_ENC_LEARNED: learned(p, positions, n, out); break;
+  case AB_ENC_INTEGER: integer(p, positions, n, out); break;
+  case AB_ENC_BINARY: binary(p, positions, n, out); break;
+  }
+  return AB_STATUS_OK;
+}
+
+enum ab_status ab_encoding_add(float *x, int64_t rows, const float *enc,
+                               int64_t n, int64_t dim)
+{
+  int64_t r, c, cells;
+
+  if (!x)
+    return ab__fail(AB_STATUS_INVALID_ARG, "x", "x is NULL");
+  if (!enc)
+    return ab__fail(AB_STATUS_INVALID_ARG, "enc", "enc is NULL");
+  if (dim < 1)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "dim", "dim %lld must be >= 1",
+                    (long long)dim);
+  if (n < 1)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "positions",
+                    "%lld positions; at least 1 is needed", (long long)n);
+  if (rows < 1 || rows % n != 0)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "x",
+                    "x has %lld rows of %lld; that is not a multiple of the "
+                    "%lld positions",
+                    (long long)rows, (long long)dim, (long long)n);
+  if (ab_mul_overflow(rows, dim, &cells) ||
+      (uint64_t)cells > SIZE_MAX / sizeof(float))
+    return ab__fail(AB_STATUS_OVERFLOW, "x", "x's size overflows");
+  for (r = 0; r < rows; r++) {
+    float *xr = x + r * dim;
+    const float *er = enc + (r % n) * dim;
+    for (c = 0; c < dim; c++)
+      xr[c] += er[c];
+  }
+  return AB_STATUS_OK;
+}

@@ -1,0 +1,473 @@
+/* test-encoding.c: absolute position encodings against worked-examples.md
+ * section 1-2 and float64 references written here from methods.md. */
+#include "attnbias.h"
+#include "test.h"
+
+#define RTOL 1e-5
+#define ATOL 1e-6
+
+/* ---- float64 references (methods.md 1) -------------------------------- */
+
+/* Interleaved (paper): col 2k sin, 2k+1 cos, freq base^(-2k/d). */
+static double ref_interleaved(double p, int64_t c, int64_t d, double base)
+{
+  const int64_t k = c / 2;
+  const double a = p * pow(base, -(double)(2 * k) / (double)d);
+  return (c % 2) ? cos(a) : sin(a);
+}
+
+/* Concat: [sin(all k) | cos(all k)], same frequencies. */
+static double ref_concat(double p, int64_t c, int64_t d, double base)
+{
+  const int64_t half = d / 2, k = c < half ? c : c - half;
+  const double a = p * pow(base, -(double)(2 * k) / (double)d);
+  return c < half ? sin(a) : cos(a);
+}
+
+/* fairseq get_embedding: half = d/2, freq_k = exp(-k ln(base)/(half-1)),
+ * [sin | cos], odd d gets a zero column. */
+static double ref_t2t(double p, int64_t c, int64_t d, double base)
+{
+  const int64_t half = d / 2;
+  int64_t k;
+  double a;
+
+  if (c >= 2 * half)
+    return 0.0;
+  k = c < half ? c : c - half;
+  a = p * exp(-(double)k * log(base) / (double)(half - 1));
+  return c < half ? sin(a) : cos(a);
+}
+
+static int check_sinusoidal(enum ab_sin_layout layout, int64_t d, double base,
+                            const double *pos, int64_t n,
+                            double (*ref)(double, int64_t, int64_t, double),
+                            double rtol)
+{
+  struct ab_encoding_params p;
+  float *out = malloc((size_t)(n * d) * sizeof *out);
+  double *want = malloc((size_t)(n * d) * sizeof *want);
+  int64_t t, c;
+  int ok;
+
+  ab_encoding_params_init(&p);
+  p.layout = layout;
+  p.dim = d;
+  p.base = base;
+  if (!out || !want)
+    FAIL_AT("out of memory");
+  for (t = 0; t < n; t++)
+    for (c = 0; c < d; c++)
+      want[t * d + c] = ref(pos[t], c, d, base);
+  if (ab_encoding(&p, pos, n, out) != AB_STATUS_OK) {
+    free(out);
+    free(want);
+    FAIL_AT("ab_encoding failed: %s", ab_last_error()->msg);
+  }
+  ok = test_array_close(__FILE__, __LINE__, "sinusoidal", out, want, n * d,
+                        rtol, ATOL);
+  free(out);
+  free(want);
+  return ok ? 0 : 1;
+}
+
+/* ---- sinusoidal: worked examples 1a-1d ---------------------------------- */
+
+TEST(encoding_defaults)
+{
+  struct ab_encoding_params p;
+  ab_encoding_params_init(&p);
+  CHECK_EQ_I64(p.method, AB_ENC_SINUSOIDAL);
+  CHECK_EQ_I64(p.layout, AB_SIN_INTERLEAVED);
+  CHECK(p.base == 10000.0);
+  CHECK(p.normalize == 1.0);
+  CHECK_EQ_I64(p.offset, 0);
+  CHECK(p.table == NULL);
+  return 0;
+}
+
+TEST(sinusoidal_interleaved_worked_1a)
+{
+  static const double want[4 * 8] = {
+      0, 1, 0, 1, 0, 1, 0, 1,
+      0.841471, 0.5403023, 0.09983342, 0.9950042, 0.009999833, 0.99995,
+      0.0009999998, 0.9999995,
+      0.9092974, -0.4161468, 0.1986693, 0.9800666, 0.01999867, 0.9998,
+      0.001999999, 0.999998,
+      0.14112, -0.9899925, 0.2955202, 0.9553365, 0.0299955, 0.99955,
+      0.002999996, 0.9999955};
+  const double pos[4] = {0, 1, 2, 3};
+  struct ab_encoding_params p;
+  float out[32];
+
+  ab_encoding_params_init(&p);
+  p.dim = 8;
+  CHECK_OK(ab_encoding(&p, pos, 4, out));
+  /* worked examples print 7 significant digits */
+  CHECK_ARRAY(out, want, 32, 1e-6, 1e-7);
+  return 0;
+}
+
+TEST(sinusoidal_concat_worked_1b)
+{
+  static const double want[4 * 8] = {
+      0, 0, 0, 0, 1, 1, 1, 1,
+      0.841471, 0.09983342, 0.009999833, 0.0009999998, 0.5403023, 0.9950042,
+      0.99995, 0.9999995,
+      0.9092974, 0.1986693, 0.01999867, 0.001999999, -0.4161468, 0.9800666,
+      0.9998, 0.999998,
+      0.14112, 0.2955202, 0.0299955, 0.002999996, -0.9899925, 0.9553365,
+      0.99955, 0.9999955};
+  const double pos[4] = {0, 1, 2, 3};
+  struct ab_encoding_params p;
+  float out[32];
+
+  ab_encoding_params_init(&p);
+  p.dim = 8;
+  p.layout = AB_SIN_CONCAT;
+  CHECK_OK(ab_encoding(&p, pos, 4, out));
+  CHECK_ARRAY(out, want, 32, 1e-6, 1e-7);
+  return 0;
+}
+
+TEST(sinusoidal_t2t_worked_1c_1d)
+{
+  static const double want[4 * 8] = {
+      0, 0, 0, 0, 1, 1, 1, 1,
+      0.841471, 0.04639922, 0.002154433, 0.0001, 0.5403023, 0.998923,
+      0.9999977, 1,
+      0.9092974, 0.0926985, 0.004308856, 0.0002, -0.4161468, 0.9956942,
+      0.9999907, 1,
+      0.14112, 0.1387981, 0.006463259, 0.0003, -0.9899925, 0.9903207,
+      0.9999791, 1};
+  static const double want_odd[7] = {-0.9589243, 0.04997917, 0.0005,
+                                     0.2836622, 0.9987503, 0.9999999, 0};
+  const double pos[4] = {0, 1, 2, 3}, p5 = 5;
+  struct ab_encoding_params p;
+  float out[32], odd[7];
+
+  ab_encoding_params_init(&p);
+  p.dim = 8;
+  p.layout = AB_SIN_T2T;
+  CHECK_OK(ab_encoding(&p, pos, 4, out));
+  CHECK_ARRAY(out, want, 32, 1e-6, 1e-7);
+  p.dim = 7; /* odd: last column zero-padded */
+  CHECK_OK(ab_encoding(&p, &p5, 1, odd));
+  CHECK_ARRAY(odd, want_odd, 7, 1e-6, 1e-7);
+  CHECK(odd[6] == 0.0f);
+  return 0;
+}
+
+/* Many dims, fractional, negative and large positions (angles in double),
+ * other bases, more than one frequency tile (d/2 > 256). */
+TEST(sinusoidal_all_layouts_vs_float64)
+{
+  double pos[40];
+  int64_t dims[] = {2, 6, 64, 518, 1030};
+  int i, t;
+
+  test_seed(11);
+  for (t = 0; t < 40; t++)
+    pos[t] = t < 20 ? (double)t : test_uniform(-5e4, 5e4);
+  pos[20] = 0.5;
+  pos[21] = 999.25; /* diffusion-style fractional timesteps */
+  pos[22] = 3.0e9;  /* beyond int32 */
+  for (i = 0; i < 5; i++) {
+    /* angles up to ~3e9 rad: the float64 reference itself is exact, the
+     * float32 output is only rounded once, so the usual tolerance holds */
+    if (check_sinusoidal(AB_SIN_INTERLEAVED, dims[i], 10000.0, pos, 40,
+                         ref_interleaved, RTOL))
+      return 1;
+    if (check_sinusoidal(AB_SIN_CONCAT, dims[i], 500.0, pos, 40, ref_concat,
+                         RTOL))
+      return 1;
+    if (dims[i] >= 4 &&
+        check_sinusoidal(AB_SIN_T2T, dims[i], 10000.0, pos, 40, ref_t2t,
+                         RTOL))
+      return 1;
+  }
+  if (check_sinusoidal(AB_SIN_T2T, 5, 10000.0, pos, 40, ref_t2t, RTOL) ||
+      check_sinusoidal(AB_SIN_T2T, 1031, 10000.0, pos, 40, ref_t2t, RTOL))
+    return 1;
+  return 0;
+}
+
+TEST(sinusoidal_rejects_bad_dims)
+{
+  struct ab_encoding_params p;
+  const double pos[1] = {5};
+  float out[16] = {0};
+
+  ab_encoding_params_init(&p);
+  p.dim = 7; /* worked example 1e exists, but the API requires even dims */
+  CHECK_EQ_I64(ab_encoding(&p, pos, 1, out), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "dim");
+  CHECK(strstr(ab_last_error()->msg, "7") != NULL);
+  p.layout = AB_SIN_CONCAT;
+  CHECK_EQ_I64(ab_encoding(&p, pos, 1, out), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "dim");
+  p.layout = AB_SIN_T2T;
+  p.dim = 3;
+  CHECK_EQ_I64(ab_encoding(&p, pos, 1, out), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "dim");
+  p.dim = 0;
+  p.layout = AB_SIN_INTERLEAVED;
+  CHECK_EQ_I64(ab_encoding(&p, pos, 1, out), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "dim");
+  p.dim = 4;
+  p.layout = (enum ab_sin_layout)9;
+  CHECK_EQ_I64(ab_encoding(&p, pos, 1, out), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "layout");
+  p.layout = AB_SIN_INTERLEAVED;
+  p.base = -1.0;
+  CHECK_EQ_I64(ab_encoding(&p, pos, 1, out), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "base");
+  p.base = 10000.0;
+  {
+    const double bad[2] = {1.0, NAN};
+    CHECK_EQ_I64(ab_encoding(&p, bad, 2, out), AB_STATUS_INVALID_ARG);
+    CHECK_STR(ab_last_error()->arg, "positions.1");
+  }
+  CHECK_EQ_I64(ab_encoding(&p, pos, 0, out), AB_STATUS_BAD_SHAPE);
+  CHECK_STR(ab_last_error()->arg, "positions");
+  CHECK_EQ_I64(ab_encoding(&p, pos, 1, NULL), AB_STATUS_INVALID_ARG);
+  CHECK_EQ_I64(ab_encoding(NULL, pos, 1, out), AB_STATUS_INVALID_ARG);
+  p.method = (enum ab_enc_method)17;
+  CHECK_EQ_I64(ab_encoding(&p, pos, 1, out), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "method");
+  /* failures write nothing */
+  for (int i = 0; i < 16; i++)
+    CHECK(out[i] == 0.0f);
+  return 0;
+}
+
+/* ---- learned: worked example 2 ----------------------------------------- */
+
+TEST(learned_worked_2_offsets)
+{
+  double W[7 * 4]; /* W[p, c] = (4p + c)/10, 7 rows (5 + offset 2) */
+  static const double want0[12] = {1.2, 1.3, 1.4, 1.5, 0, 0.1,
+                                   0.2, 0.3, 1.6, 1.7, 1.8, 1.9};
+  static const double want2[12] = {0.8, 0.9, 1, 1.1, 1.2, 1.3,
+                                   1.4, 1.5, 1.6, 1.7, 1.8, 1.9};
+  const double pos0[3] = {3, 0, 4}, pos2[3] = {0, 1, 2};
+  const int64_t shape5[2] = {5, 4}, shape7[2] = {7, 4};
+  struct ab_encoding_params p;
+  struct ab_tensor tb;
+  float out[12];
+  int i;
+
+  for (i = 0; i < 28; i++)
+    W[i] = (double)i / 10.0;
+  CHECK_OK(ab_tensor_init(&tb, W, AB_DTYPE_F64, 2, shape5));
+  ab_encoding_params_init(&p);
+  p.method = AB_ENC_LEARNED;
+  p.table = &tb;
+  p.dim = 4;
+  CHECK_OK(ab_encoding(&p, pos0, 3, out));
+  CHECK_ARRAY(out, want0, 12, RTOL, ATOL);
+
+  CHECK_OK(ab_tensor_init(&tb, W, AB_DTYPE_F64, 2, shape7));
+  p.offset = 2;
+  CHECK_OK(ab_encoding(&p, pos2, 3, out));
+  CHECK_ARRAY(out, want2, 12, RTOL, ATOL);
+  return 0;
+}
+
+TEST(learned_out_of_range_and_bad_input)
+{
+  double W[5 * 4] = {0};
+  const int64_t shape[2] = {5, 4};
+  struct ab_encoding_params p;
+  struct ab_tensor tb;
+  float out[12];
+
+  CHECK_OK(ab_tensor_init(&tb, W, AB_DTYPE_F64, 2, shape));
+  ab_encoding_params_init(&p);
+  p.method = AB_ENC_LEARNED;
+  p.table = &tb;
+  p.dim = 4;
+  {
+    const double pos[3] = {0, 5, 1}; /* 5 is one past the last row */
+    CHECK_EQ_I64(ab_encoding(&p, pos, 3, out), AB_STATUS_OUT_OF_RANGE);
+    CHECK_STR(ab_last_error()->arg, "positions.1");
+    CHECK(strstr(ab_last_error()->msg, "5") != NULL);
+  }
+  {
+    const double pos[2] = {3, 1}; /* with offset 2: rows 5 and 3 */
+    p.offset = 2;
+    CHECK_EQ_I64(ab_encoding(&p, pos, 2, out), AB_STATUS_OUT_OF_RANGE);
+    CHECK_STR(ab_last_error()->arg, "positions.0");
+    p.offset = 0;
+  }
+  {
+    const double pos[2] = {1, -1};
+    CHECK_EQ_I64(ab_encoding(&p, pos, 2, out), AB_STATUS_OUT_OF_RANGE);
+    CHECK_STR(ab_last_error()->arg, "positions.1");
+  }
+  {
+    const double pos[2] = {1, 2.5}; /* rows are integral */
+    CHECK_EQ_I64(ab_encoding(&p, pos, 2, out), AB_STATUS_INVALID_ARG);
+    CHECK_STR(ab_last_error()->arg, "positions.1");
+  }
+  {
+    const double pos[1] = {1e30};
+    CHECK_EQ_I64(ab_encoding(&p, pos, 1, out), AB_STATUS_OUT_OF_RANGE);
+    CHECK_STR(ab_last_error()->arg, "positions.0");
+  }
+  {
+    const double pos[1] = {1};
+    p.dim = 3;
+    CHECK_EQ_I64(ab_encoding(&p, pos, 1, out), AB_STATUS_BAD_SHAPE);
+    CHECK_STR(ab_last_error()->arg, "dim");
+    p.dim = 4;
+    p.table = NULL;
+    CHECK_EQ_I64(ab_encoding(&p, pos, 1, out), AB_STATUS_INVALID_ARG);
+    CHECK_STR(ab_last_error()->arg, "table");
+  }
+  return 0;
+}
+
+/* Any float dtype and strides: a float16 table seen transposed. */
+TEST(learned_f16_strided_table)
+{
+  uint16_t raw[4 * 6]; /* storage [dim=4][rows=6]; the view is [6, 4] */
+  struct ab_tensor tb;
+  struct ab_encoding_params p;
+  const double pos[3] = {5, 0, 2};
+  double want[12];
+  float out[12];
+  int r, c;
+
+  for (c = 0; c < 4; c++)
+    for (r = 0; r < 6; r++)
+      raw[c * 6 + r] = ab_f32_to_f16((float)(r * 0.25 - c * 1.5));
+  memset(&tb, 0, sizeof tb);
+  tb.data = raw;
+  tb.dtype = AB_DTYPE_F16;
+  tb.ndim = 2;
+  tb.shape[0] = 6;
+  tb.shape[1] = 4;
+  tb.stride[0] = 1;
+  tb.stride[1] = 6;
+  for (r = 0; r < 3; r++)
+    for (c = 0; c < 4; c++)
+      want[r * 4 + c] = pos[r] * 0.25 - c * 1.5; /* exact in f16 */
+  ab_encoding_params_init(&p);
+  p.method = AB_ENC_LEARNED;
+  p.table = &tb;
+  p.dim = 4;
+  CHECK_OK(ab_encoding(&p, pos, 3, out));
+  CHECK_ARRAY(out, want, 12, 0, 0);
+  return 0;
+}
+
+/* ---- integer and binary ------------------------------------------------- */
+
+TEST(integer_encoding)
+{
+  const double pos[4] = {0, 3, 7.5, 4.0e9};
+  struct ab_encoding_params p;
+  double want[4 * 3];
+  float out[12];
+  int t, c;
+
+  ab_encoding_params_init(&p);
+  p.method = AB_ENC_INTEGER;
+  p.dim = 3;
+  p.normalize = 8.0;
+  for (t = 0; t < 4; t++)
+    for (c = 0; c < 3; c++)
+      want[t * 3 + c] = pos[t] / 8.0;
+  CHECK_OK(ab_encoding(&p, pos, 4, out));
+  CHECK_ARRAY(out, want, 12, RTOL, ATOL);
+  p.normalize = 0.0;
+  CHECK_EQ_I64(ab_encoding(&p, pos, 4, out), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "normalize");
+  return 0;
+}
+
+TEST(binary_encoding)
+{
+  /* 2^40 + 5 exceeds int32; bit c of each position, LSB first */
+  const double pos[4] = {0, 5, 12, 1099511627781.0};
+  struct ab_encoding_params p;
+  double want[4 * 70];
+  float out[4 * 70];
+  int t, c;
+
+  ab_encoding_params_init(&p);
+  p.method = AB_ENC_BINARY;
+  p.dim = 70; /* past 64 bits: zeros */
+  for (t = 0; t < 4; t++) {
+    double v = pos[t];
+    for (c = 0; c < 70; c++) { /* repeated halving: independent of shifts */
+      want[t * 70 + c] = fmod(v, 2.0);
+      v = floor(v / 2.0);
+    }
+  }
+  CHECK_OK(ab_encoding(&p, pos, 4, out));
+  CHECK_ARRAY(out, want, 4 * 70, 0, 0);
+  CHECK(out[70 + 0] == 1.0f && out[70 + 1] == 0.0f && out[70 + 2] == 1.0f);
+  CHECK(out[3 * 70 + 40] == 1.0f);
+  {
+    const double neg[2] = {1, -3};
+    CHECK_EQ_I64(ab_encoding(&p, neg, 2, out), AB_STATUS_OUT_OF_RANGE);
+    CHECK_STR(ab_last_error()->arg, "positions.1");
+  }
+  {
+    const double frac[1] = {2.5};
+    CHECK_EQ_I64(ab_encoding(&p, frac, 1, out), AB_STATUS_INVALID_ARG);
+    CHECK_STR(ab_last_error()->arg, "positions.0");
+  }
+  return 0;
+}
+
+/* ---- encoding_add ------------------------------------------------------- */
+
+TEST(encoding_add_broadcasts)
+{
+  /* x [2, 3, 4] += enc [3, 4] */
+  float x[24], enc[12];
+  double want[24];
+  int i;
+
+  for (i = 0; i < 12; i++)
+    enc[i] = (float)(i * 0.5 - 2.0);
+  for (i = 0; i < 24; i++) {
+    x[i] = (float)(i * 0.125);
+    want[i] = i * 0.125 + ((i % 12) * 0.5 - 2.0);
+  }
+  CHECK_OK(ab_encoding_add(x, 6, enc, 3, 4));
+  CHECK_ARRAY(x, want, 24, 0, 1e-7);
+  CHECK_EQ_I64(ab_encoding_add(x, 5, enc, 3, 4), AB_STATUS_BAD_SHAPE);
+  CHECK_STR(ab_last_error()->arg, "x");
+  CHECK_EQ_I64(ab_encoding_add(NULL, 6, enc, 3, 4), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "x");
+  CHECK_EQ_I64(ab_encoding_add(x, 6, enc, 3, 0), AB_STATUS_BAD_SHAPE);
+  CHECK_STR(ab_last_error()->arg, "dim");
+  return 0;
+}
+
+/* Encoding then add equals adding the float64 encoding. */
+TEST(encoding_then_add_matches_reference)
+{
+  const double pos[5] = {0, 1, 2, 3, 4};
+  struct ab_encoding_params p;
+  float enc[5 * 6], x[3 * 5 * 6];
+  double want[3 * 5 * 6];
+  int b, t, c;
+
+  ab_encoding_params_init(&p);
+  p.dim = 6;
+  CHECK_OK(ab_encoding(&p, pos, 5, enc));
+  for (b = 0; b < 3; b++)
+    for (t = 0; t < 5; t++)
+      for (c = 0; c < 6; c++) {
+        x[(b * 5 + t) * 6 + c] = (float)b;
+        want[(b * 5 + t) * 6 + c] = b + ref_interleaved(pos[t], c, 6, 1e4);
+      }
+  CHECK_OK(ab_encoding_add(x, 15, enc, 5, 6));
+  CHECK_ARRAY(x, want, 90, RTOL, ATOL);
+  return 0;
+}
