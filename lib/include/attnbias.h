@@ -213,6 +213,17 @@ AB_API enum ab_status ab_encoding(const struct ab_encoding_params *p,
                                   const double *positions, int64_t n,
                                   float *out);
 
+/* The same as a job of independent pieces (row ranges of the output).
+ * Without x (NULL), out is the encoding [n, dim]; with x ([..., n, dim],
+ * any float dtype and strides), out is float32 contiguous of x's shape and
+ * holds x + encoding broadcast over the leading dims.  Validates everything
+ * first; allocates the job; borrows p->table, positions, x and out until
+ * ab_job_free. */
+AB_API enum ab_status ab_encoding_job(const struct ab_encoding_params *p,
+                                      const double *positions, int64_t n,
+                                      const struct ab_tensor *x, float *out,
+                                      ab_job_t **job);
+
 /* x[..., t, c] += enc[t, c]: x is float32 contiguous [..., n, dim] with
  * `rows` = numel / dim rows, enc [n, dim] repeats over the leading dims. */
 AB_API enum ab_status ab_encoding_add(float *x, int64_t rows, const float *enc,
@@ -470,7 +481,9 @@ AB_API enum ab_status ab_attention(const struct ab_attn_params *p);
 
 /* Estimated flops of an attention call (4*B*Hq*Nq*Nk*D, visible part only
  * for causal/window masks), computed from shapes alone, for budgets that
- * must be decided before allocating. */
+ * must be decided before allocating.  Precisely 2*(D + Dv) per visible
+ * (query, key) pair, kv_lens included; out may still be NULL.  Returns -1
+ * and records the error (as ab_attention_job would) when p is invalid. */
 AB_API double ab_attention_flops(const struct ab_attn_params *p);
 
 #ifdef __cplusplus

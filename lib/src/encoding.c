@@ -211,8 +211,10 @@ static void binary(const struct ab_encoding_params *p,
   }
 }
 
-enum ab_status ab_encoding(const struct ab_encoding_params *p,
-                           const double *positions, int64_t n, float *out)
+/* Every check of ab_encoding, before anything is written. */
+static enum ab_status check_all(const struct ab_encoding_params *p,
+                                const double *positions, int64_t n,
+                                const void *out)
 {
   enum ab_status st;
   int64_t rows = 0, cells;
@@ -270,15 +272,119 @@ enum ab_status ab_encoding(const struct ab_encoding_params *p,
                     p->normalize);
   /* Every position is checked before anything is written, so a failing
    * call leaves out untouched. */
-  if ((st = check_positions(p, positions, n, rows)) != AB_STATUS_OK)
-    return st;
+  return check_positions(p, positions, n, rows);
+}
 
+/* Rows [t0, t1) of the encoding into out (row t0 first); validated. */
+static void fill_rows(const struct ab_encoding_params *p,
+                      const double *positions, int64_t t0, int64_t t1,
+                      float *out)
+{
   switch (p->method) {
-  case AB_ENC_SINUSOIDAL: sinusoidal(p, positions, n, out); break;
-  case AB_ENC_LEARNED: learned(p, positions, n, out); break;
-  case AB_ENC_INTEGER: integer(p, positions, n, out); break;
-  case AB_ENC_BINARY: binary(p, positions, n, out); break;
+  case AB_ENC_SINUSOIDAL: sinusoidal(p, positions + t0, t1 - t0, out); break;
+  case AB_ENC_LEARNED: learned(p, positions + t0, t1 - t0, out); break;
+  case AB_ENC_INTEGER: integer(p, positions + t0, t1 - t0, out); break;
+  case AB_ENC_BINARY: binary(p, positions + t0, t1 - t0, out); break;
   }
+}
+
+enum ab_status ab_encoding(const struct ab_encoding_params *p,
+                           const double *positions, int64_t n, float *out)
+{
+  enum ab_status st = check_all(p, positions, n, out);
+
+  if (st == AB_STATUS_OK)
+    fill_rows(p, positions, 0, n, out);
+  return st;
+}
+
+/* ==== the job: rows of the output, with or without x ==================== */
+
+struct enc_job {
+  struct ab_encoding_params p;
+  const double *positions;
+  int64_t n, dim, rows, rows_per_piece;
+  const struct ab_tensor *x; /* NULL: out is the encoding itself */
+  float *out;
+};
+
+/* One piece: output rows [r0, r1).  With x, row r is x's row r (of the
+ * flattened leading dims x n) plus the encoding of position r % n; the
+ * encoding row is built in the scratch. */
+static enum ab_status enc_run(const struct ab_job *job, int64_t piece,
+                              void *scratch)
+{
+  const struct enc_job *ej = job->ctx;
+  const struct ab_tensor *x = ej->x;
+  int64_t r0 = piece * ej->rows_per_piece;
+  int64_t r1 = ab__min64(r0 + ej->rows_per_piece, ej->rows), r, c;
+
+  if (!x) {
+    fill_rows(&ej->p, ej->positions, r0, r1, ej->out + r0 * ej->dim);
+    return AB_STATUS_OK;
+  }
+  for (r = r0; r < r1; r++) {
+    int64_t idx[AB_MAX_DIMS] = {0, 0, 0, 0}, rem = r, off;
+    float *o = ej->out + r * ej->dim, *enc = scratch;
+    int d;
+
+    /* Multi-index of row r over x's leading dims (the last is channels). */
+    for (d = x->ndim - 2; d >= 0; d--) {
+      idx[d] = rem % x->shape[d];
+      rem /= x->shape[d];
+    }
+    off = ab__tensor_offset(x, idx);
+    fill_rows(&ej->p, ej->positions, r % ej->n, r % ej->n + 1, enc);
+    for (c = 0; c < ej->dim; c++)
+      o[c] = ab__load_f32(x->data, x->dtype,
+                          off + c * x->stride[x->ndim - 1]) + enc[c];
+  }
+  return AB_STATUS_OK;
+}
+
+enum ab_status ab_encoding_job(const struct ab_encoding_params *p,
+                               const double *positions, int64_t n,
+                               const struct ab_tensor *x, float *out,
+                               ab_job_t **job)
+{
+  struct enc_job *ej;
+  enum ab_status st;
+  int64_t rows = n;
+
+  if (!job)
+    return ab__fail(AB_STATUS_INVALID_ARG, "job", "job is NULL");
+  *job = NULL;
+  if ((st = check_all(p, positions, n, out)) != AB_STATUS_OK)
+    return st;
+  if (x) {
+    if ((st = ab__check_tensor(x, "x", 0)) != AB_STATUS_OK)
+      return st;
+    if (x->ndim < 2 || x->shape[x->ndim - 1] != p->dim ||
+        x->shape[x->ndim - 2] != n)
+      return ab__fail(AB_STATUS_BAD_SHAPE, "x",
+                      "x must end in [n, dim] = [%lld, %lld]; its last "
+                      "dimension is %lld",
+                      (long long)n, (long long)p->dim,
+                      (long long)x->shape[x->ndim - 1]);
+    rows = ab_tensor_numel(x) / p->dim;
+  }
+  if ((st = ab__job_new(sizeof *ej, job)) != AB_STATUS_OK)
+    return st;
+  ej = (*job)->ctx;
+  ej->p = *p;
+  ej->positions = positions;
+  ej->n = n;
+  ej->dim = p->dim;
+  ej->rows = rows;
+  ej->x = x;
+  ej->out = out;
+  /* About 64 KiB of output per piece: enough to amortise the hand-off,
+   * small enough to spread a table over every thread. */
+  ej->rows_per_piece = ab__max64(1, 16384 / p->dim);
+  (*job)->pieces = (rows + ej->rows_per_piece - 1) / ej->rows_per_piece;
+  (*job)->scratch_size = x ? (size_t)p->dim * sizeof(float) : 0;
+  (*job)->flops = 20.0 * (double)rows * (double)p->dim;
+  (*job)->run = enc_run;
   return AB_STATUS_OK;
 }
 
