@@ -470,10 +470,11 @@ struct ab_attn_params {
 AB_API void ab_attn_params_init(struct ab_attn_params *p);
 
 /* Validate and build the attention job: converts inputs to float32 and
- * applies RoPE where needed (allocates copies of q and k then, and packs
- * k/v for the kernels), and splits the work by batch x query head x query
- * block, costly pieces first.  Borrows every pointer in p until
- * ab_job_free.  Memory it allocates is O(B*H*N*D), never O(Nq*Nk). */
+ * applies RoPE where needed (allocates copies of q and k then, and of k/v
+ * that are not float32 with unit inner stride; float32 k/v are read in
+ * place), and splits the work by batch x query head x query block, costly
+ * pieces first.  Borrows every pointer in p until ab_job_free.  Memory it
+ * allocates is O(B*H*N*D), never O(Nq*Nk). */
 AB_API enum ab_status ab_attention_job(const struct ab_attn_params *p,
                                        ab_job_t **job);
 /* Build, run on the calling thread, free. */

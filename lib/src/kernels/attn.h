@@ -1,16 +1,82 @@
-/* attn.h: kernel slots of the attention family (owned by lib/src/attn.c). */
+/* attn.h: kernel slots of the attention family (owned by lib/src/attn.c).
+ *
+ * The fused attention works on a block of M "virtual" query rows at a time
+ * (attn.c: one kv head's query heads x a run of query positions) and keeps
+ * every per-block matrix TRANSPOSED, with the query row as the fastest axis:
+ *
+ *   qt [D][ld]    the block's queries, already multiplied by the scale
+ *   s  [nk][ld]   scores of one key tile: s[j*ld + i] = q_i . k_j
+ *   ot [Dv][ld]   the running output numerators
+ *
+ * so every SIMD kernel vectorises over query rows: the softmax's row max and
+ * row sum become vertical vector operations, masks compare a vector of
+ * per-row bounds with one key index, and K and V are read in place, row-major,
+ * by broadcasting single elements (no packing, zero-copy for float32 input).
+ *
+ * Row padding: ld is a multiple of AB__ATTN_ROW_PAD and every row array
+ * (qt columns, s, ot, tb, mx, l, alpha, lo, hi, bptr) has ld valid entries;
+ * kernels may compute rows m .. round_up(m, AB__ATTN_ROW_PAD) - 1 too, and
+ * the caller ignores them.  Row arrays and every row of them start 64-byte
+ * aligned (the SIMD kernels use aligned loads).  Keys (nk), head dims (d,
+ * dv) have no padding, and k, v rows need no alignment. */
 #ifndef AB_KERNELS_ATTN_H
 #define AB_KERNELS_ATTN_H
 
 #include <stdint.h>
 
+/* Rows are padded to this multiple (one AVX-512 vector of floats). */
+#define AB__ATTN_ROW_PAD 16
+
+/* What softmax_tile does with a finished tile of scores. */
+enum ab__attn_mode {
+  /* Online softmax step: mx/l are the running row max and sum; they are
+   * updated, alpha[i] = exp(old max - new max) is written, and s becomes
+   * exp(score - new max) (0 for masked and fully masked rows). */
+  AB__ATTN_ONLINE = 0,
+  /* Final probabilities (the weights pass): mx/l are the final row max and
+   * sum; s becomes exp(score - mx) / l exactly normalised (0 when l == 0). */
+  AB__ATTN_FINAL = 1
+};
+
+/* One tile of transposed scores and what turns them into probabilities.
+ * Score (i, j) for row i < m and tile key j < nk, in the order of the spec:
+ *   x = s[j*ld + i]                       (scale already folded into q)
+ *   x = softcap * tanh(x)                 if softcap > 0 (q was divided by it)
+ *   x += bptr[i][-j]                      if bptr (translation-invariant bias)
+ *   x += tb[j*ld + i]                     if tb (any other additive bias)
+ *   x = -inf  unless lo[i] <= j < hi[i]   if lo (causal, window, kv_lens)
+ * bptr[i] points into a table indexed by (query position - key position), so
+ * bptr[i] - j is row i's bias for key j; kernels may use one vector load
+ * where bptr[i + t] == bptr[i] + t across a vector of rows. */
+struct ab__attn_tile {
+  float *s;
+  int64_t ld, nk, m;
+  float softcap;
+  const float *const *bptr;
+  const float *tb;
+  const int32_t *lo, *hi;
+  float *mx, *l, *alpha;
+  enum ab__attn_mode mode;
+};
+
 struct ab__attn_kernels {
-  /* s[i*ldS + j] = dot(q + i*ldq, k + j*ldk, d) for i < m, j < n */
-  void (*qk_tile)(float *s, int64_t ldS, const float *q, int64_t ldq,
-                  const float *k, int64_t ldk, int64_t m, int64_t n,
-                  int64_t d);
+  /* s[j*lds + i] = sum_{c<d} k[j*ldk + c] * qt[c*ldq + i]
+   * for j < nk, i < m (rows padded as above; ldq, lds multiples of the pad). */
+  void (*qk_tile)(float *s, int64_t lds, const float *k, int64_t ldk,
+                  const float *qt, int64_t ldq, int64_t nk, int64_t d,
+                  int64_t m);
+  /* ot[c*ldo + i] = ot[c*ldo + i] * alpha[i]
+   *                 + sum_{j<nk} v[j*ldv + c] * p[j*ldp + i]
+   * for c < dv, i < m; alpha may be NULL (= 1). */
+  void (*pv_tile)(float *ot, int64_t ldo, const float *alpha, const float *v,
+                  int64_t ldv, const float *p, int64_t ldp, int64_t nk,
+                  int64_t dv, int64_t m);
+  /* Finish a tile of scores and turn it into probabilities (see above). */
+  void (*softmax_tile)(const struct ab__attn_tile *t);
 };
 
 void ab__attn_kernels_ref(struct ab__attn_kernels *k);
+void ab__attn_kernels_avx2(struct ab__attn_kernels *k);
+void ab__attn_kernels_avx512(struct ab__attn_kernels *k);
 
 #endif

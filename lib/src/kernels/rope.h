@@ -1,16 +1,61 @@
-/* rope.h: kernel slots of the RoPE family (owned by lib/src/rope.c). */
+/* rope.h: kernel slots of the RoPE family (owned by lib/src/rope.c).
+ *
+ * rope.c turns positions into a compact cos/sin table once per job and the
+ * slots below do the two hot loops: cos/sin of many angles, and rotating
+ * rows of q or k against a table row.  The reference versions live in
+ * kernels/ref/rope-ref.c; SIMD variants in kernels/x86/rope-*.c must match
+ * them to a few float ulps (tests/unit/test-rope.c checks every ISA). */
 #ifndef AB_KERNELS_ROPE_H
 #define AB_KERNELS_ROPE_H
 
 #include <stdint.h>
 
 struct ab__rope_kernels {
-  /* Rotate npairs pairs of one row: pair k is (x[a_k], x[b_k]) with
-   * a_k = k*pstride_a... (see rope.c for the exact contract). */
-  void (*rotate_row)(float *x, const float *cs, int64_t npairs,
-                     int interleaved);
+  /* c[k] = cos(theta[k]), s[k] = sin(theta[k]) for k < n, rounded to float.
+   * theta is in double and may be any finite magnitude (positions of 1e6 and
+   * more): the kernel reduces it modulo 2*pi in double before going to
+   * float, so large positions keep their accuracy. */
+  void (*sincos)(float *c, float *s, const double *theta, int64_t n);
+
+  /* Rotate `rows` rows of `dim` floats.  Row i reads x + i*ldx and writes
+   * out + i*ldo; out may equal x (in place, same strides).  Table row i is
+   * cs + i*ldcs (ldcs 0: one table row for every row), laid out as
+   * [c_0 .. c_{h-1}, s_0 .. s_{h-1}] with any attention factor already in
+   * it.  Pair k is (k, k+h) (rotate-half) or (2k, 2k+1) when interleaved:
+   *   a' = a*c_k - b*s_k,   b' = b*c_k + a*s_k.
+   * Channels 2h .. dim-1 are copied.  nt != 0 asks for non-temporal stores
+   * where the output is aligned (large outputs that will not be re-read
+   * soon); such a kernel ends with a store fence. */
+  void (*rotate_rows)(float *out, int64_t ldo, const float *x, int64_t ldx,
+                      const float *cs, int64_t ldcs, int64_t rows, int64_t h,
+                      int64_t dim, int interleaved, int nt);
 };
 
+/* Constants of the SIMD cos/sin (x86/rope-*.c): pi/2 in three parts for a
+ * Cody-Waite reduction with FMA (exact to double rounding while the
+ * quadrant count fits in int32), the limit above which lanes go to libm,
+ * and the Taylor coefficients on |r| <= pi/4 (truncation error below
+ * 1e-11, far under the float rounding of the results). */
+#define AB__ROPE_PIO2_1 1.5707963267948966
+#define AB__ROPE_PIO2_2 6.123233995736766e-17
+#define AB__ROPE_PIO2_3 -1.4973849048591698e-33
+#define AB__ROPE_2_OVER_PI 0.6366197723675814
+#define AB__ROPE_SINCOS_LIMIT 1e9
+#define AB__ROPE_S3 -1.6666666666666666e-01
+#define AB__ROPE_S5 8.333333333333333e-03
+#define AB__ROPE_S7 -1.984126984126984e-04
+#define AB__ROPE_S9 2.7557319223985893e-06
+#define AB__ROPE_S11 -2.505210838544172e-08
+#define AB__ROPE_C2 -0.5
+#define AB__ROPE_C4 4.1666666666666664e-02
+#define AB__ROPE_C6 -1.388888888888889e-03
+#define AB__ROPE_C8 2.48015873015873e-05
+#define AB__ROPE_C10 -2.755731922398589e-07
+#define AB__ROPE_C12 2.08767569878681e-09
+
 void ab__rope_kernels_ref(struct ab__rope_kernels *k);
+/* Installed by kernels/x86/init-avx2.c and init-avx512.c. */
+void ab__rope_kernels_avx2(struct ab__rope_kernels *k);
+void ab__rope_kernels_avx512(struct ab__rope_kernels *k);
 
 #endif

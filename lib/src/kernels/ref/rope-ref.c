@@ -1,21 +1,55 @@
-/* rope-ref.c: scalar reference kernels of the RoPE family. */
+/* rope-ref.c: scalar reference kernels of the RoPE family -- the oracle the
+ * SIMD variants are checked against, and the fallback on any CPU. */
 #include "../kernels.h"
 
-static void rotate_row_ref(float *x, const float *cs, int64_t npairs,
-                           int interleaved)
-{
-  int64_t k, half = npairs;
+#include <string.h>
 
-  for (k = 0; k < npairs; k++) {
-    float *a = interleaved ? &x[2 * k] : &x[k];
-    float *b = interleaved ? &x[2 * k + 1] : &x[k + half];
-    float c = cs[2 * k], s = cs[2 * k + 1], xa = *a, xb = *b;
-    *a = xa * c - xb * s;
-    *b = xb * c + xa * s;
+/* libm's double cos/sin reduce any finite argument exactly, so this is as
+ * accurate as float output allows. */
+static void sincos_ref(float *c, float *s, const double *theta, int64_t n)
+{
+  int64_t k;
+
+  for (k = 0; k < n; k++) {
+    c[k] = (float)cos(theta[k]);
+    s[k] = (float)sin(theta[k]);
+  }
+}
+
+static void rotate_rows_ref(float *out, int64_t ldo, const float *x,
+                            int64_t ldx, const float *cs, int64_t ldcs,
+                            int64_t rows, int64_t h, int64_t dim,
+                            int interleaved, int nt)
+{
+  int64_t i, k;
+
+  (void)nt; /* plain stores: the reference has no streaming variant */
+  for (i = 0; i < rows; i++) {
+    const float *xr = x + i * ldx, *c = cs + i * ldcs, *s = c + h;
+    float *o = out + i * ldo;
+
+    /* Both inputs of a pair are read before either output is written, so
+     * out == x works. */
+    if (interleaved) {
+      for (k = 0; k < h; k++) {
+        float a = xr[2 * k], b = xr[2 * k + 1];
+        o[2 * k] = a * c[k] - b * s[k];
+        o[2 * k + 1] = b * c[k] + a * s[k];
+      }
+    } else {
+      for (k = 0; k < h; k++) {
+        float a = xr[k], b = xr[k + h];
+        o[k] = a * c[k] - b * s[k];
+        o[k + h] = b * c[k] + a * s[k];
+      }
+    }
+    if (dim > 2 * h && o != xr)
+      memcpy(o + 2 * h, xr + 2 * h, (size_t)(dim - 2 * h) * sizeof *o);
   }
 }
 
 void ab__rope_kernels_ref(struct ab__rope_kernels *k)
 {
-  k->rotate_row = rotate_row_ref;
+  k->sincos = sincos_ref;
+  k->rotate_rows = rotate_rows_ref;
 }

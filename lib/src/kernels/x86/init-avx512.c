@@ -8,4 +8,7 @@
 void ab__kernels_avx512(struct ab__kernels *k)
 {
   k->isa = "avx512";
+  ab__rope_kernels_avx512(&k->rope);
+  ab__bias_kernels_avx512(&k->bias);
+  ab__attn_kernels_avx512(&k->attn);
 }

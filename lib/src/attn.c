@@ -1,0 +1,1044 @@
+/* attn.c: fused flash-style attention -- validation, job construction
+ * (dtype conversion, RoPE, bias resolution, piece ordering) and the
+ * per-piece loop over key tiles with an online softmax.  The arithmetic
+ * lives in the kernels of kernels/attn.h; this file decides what to compute.
+ *
+ * Work split.  A piece is one batch entry x one kv head x a chunk of the
+ * query heads that share it (GQA) x a block of query positions.  Its rows
+ * ("virtual rows", at most max_rows) are the (head, position) pairs, head
+ * major, so a group of query heads reads its kv head once per tile and a
+ * decode step (Nq = 1) still fills a block.  The block walks the keys in
+ * tiles between the first and last key any of its rows can see; tiles every
+ * row sees in full skip the mask, the others are masked per row.  Nothing
+ * of size Nq x Nk exists unless the caller asked for the weights.
+ *
+ * Memory.  q is read in place (gathered per block into a transposed,
+ * pre-scaled copy in scratch); k and v are read in place when they are
+ * float32 with unit inner stride and no RoPE, otherwise converted once at
+ * job creation to float32 [B, Hkv, N, D] (with RoPE, q and k are rotated
+ * into float32 copies in their own layout).  Translation-invariant position
+ * biases (ALiBi, T5, Kerple) are tabulated once per head over the Nq+Nk-1
+ * possible distances; FIRE (which also depends on the query position) is
+ * evaluated per row and tile.  Everything allocated is O(B*H*N*D). */
+#include "attn-internal.h"
+#include "bias-internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Query offsets beyond this magnitude are rejected, and windows are
+ * clamped below it, so position arithmetic never overflows int64. */
+#define POS_LIMIT ((int64_t)1 << 40)
+#define WIN_CLAMP ((int64_t)1 << 50)
+
+/* Slack after each head's distance table: padded rows of a block extend the
+ * last row's pointer by up to AB__ATTN_ROW_PAD - 1 entries. */
+#define REL_SLACK AB__ATTN_ROW_PAD
+
+#ifndef ATTN_LEVELS
+#define ATTN_LEVELS 8.0
+#endif
+
+/* ==== parameters and validation ======================================== */
+
+void ab_attn_params_init(struct ab_attn_params *p)
+{
+  if (!p)
+    return;
+  memset(p, 0, sizeof *p);
+  p->layout = AB_LAYOUT_BHSD;
+  p->window_left = -1;
+  p->window_right = -1;
+}
+
+/* Shapes and strides resolved from the parameters. */
+struct attn_shape {
+  int64_t B, Hq, Hkv, G, Nq, Nk, D, Dv;
+  /* [batch, head, seq, dim] strides of q, k, v (0 for implicit axes) */
+  int64_t qst[4], kst[4], vst[4];
+  double scale;
+  int64_t q_offset, wl, wr;
+  int causal;
+  int64_t abst[4]; /* attn_bias strides per (b, h, r, j); 0 broadcasts */
+  int rope_axes;
+};
+
+/* Sizes [B, H, S, dim] and element strides of a rank 2..4 tensor in
+ * `layout` (rank 3 is [H, S, D] / [S, H, D], rank 2 is [S, D]); `stride`
+ * overrides t's strides (for float32 copies with the same shape). */
+static void view4(const struct ab_tensor *t, const int64_t *stride,
+                  enum ab_layout layout, int64_t sh[4], int64_t st[4])
+{
+  int n = t->ndim, hax = -1, sax;
+
+  if (!stride)
+    stride = t->stride;
+  sh[0] = 1, st[0] = 0, sh[1] = 1, st[1] = 0;
+  if (n == 4) {
+    sh[0] = t->shape[0], st[0] = stride[0];
+    hax = layout == AB_LAYOUT_BHSD ? 1 : 2;
+    sax = layout == AB_LAYOUT_BHSD ? 2 : 1;
+  } else if (n == 3) {
+    hax = layout == AB_LAYOUT_BHSD ? 0 : 1;
+    sax = layout == AB_LAYOUT_BHSD ? 1 : 0;
+  } else {
+    sax = 0;
+  }
+  if (hax >= 0)
+    sh[1] = t->shape[hax], st[1] = stride[hax];
+  sh[2] = t->shape[sax], st[2] = stride[sax];
+  sh[3] = t->shape[n - 1], st[3] = stride[n - 1];
+}
+
+/* Row-major strides of t's shape. */
+static void contiguous_strides(const struct ab_tensor *t, int64_t st[4])
+{
+  int64_t s = 1;
+  int i;
+
+  for (i = t->ndim - 1; i >= 0; i--) {
+    st[i] = s;
+    s *= t->shape[i];
+  }
+}
+
+/* Re-record the current error with its argument under `prefix.` (errors of
+ * the rope and bias parameter checks name their own fields). */
+static enum ab_status prefix_error(enum ab_status st, const char *prefix)
+{
+  const struct ab_error *e = ab_last_error();
+  size_t n = strlen(prefix);
+  char arg[sizeof e->arg + 32], msg[sizeof e->msg];
+
+  if (strncmp(e->arg, prefix, n) == 0 && (e->arg[n] == 0 || e->arg[n] == '.'))
+    return st;
+  if (e->arg[0])
+    snprintf(arg, sizeof arg, "%s.%s", prefix, e->arg);
+  else
+    snprintf(arg, sizeof arg, "%s", prefix);
+  snprintf(msg, sizeof msg, "%s", e->msg);
+  return ab__fail(st, arg, "%s", msg);
+}
+
+static const char *layout_name(enum ab_layout l)
+{
+  return l == AB_LAYOUT_BSHD ? "bshd" : "bhsd";
+}
+
+/* Everything the job and the flop count need from p, checked in one place.
+ * need_out: also require the output buffer (not needed for flops). */
+static enum ab_status attn_check(const struct ab_attn_params *p,
+                                 struct attn_shape *s, int need_out)
+{
+  int64_t qsh[4], ksh[4], vsh[4], n;
+  enum ab_status st;
+  int i;
+
+  memset(s, 0, sizeof *s);
+  if (!p)
+    return ab__fail(AB_STATUS_INVALID_ARG, "p",
+                    "attention parameters are NULL");
+  if (p->layout != AB_LAYOUT_BHSD && p->layout != AB_LAYOUT_BSHD)
+    return ab__fail(AB_STATUS_INVALID_ARG, "layout",
+                    "layout %d is neither bhsd (0) nor bshd (1)",
+                    (int)p->layout);
+  if ((st = ab__check_tensor(p->q, "q", 0)) != AB_STATUS_OK ||
+      (st = ab__check_tensor(p->k, "k", 0)) != AB_STATUS_OK ||
+      (st = ab__check_tensor(p->v, "v", 0)) != AB_STATUS_OK)
+    return st;
+  if (p->q->ndim < 2)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "q",
+                    "q has rank %d; attention takes rank 2, 3 or 4",
+                    (int)p->q->ndim);
+  if (p->k->ndim != p->q->ndim)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "k", "k has rank %d but q has rank %d",
+                    (int)p->k->ndim, (int)p->q->ndim);
+  if (p->v->ndim != p->q->ndim)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "v", "v has rank %d but q has rank %d",
+                    (int)p->v->ndim, (int)p->q->ndim);
+  view4(p->q, NULL, p->layout, qsh, s->qst);
+  view4(p->k, NULL, p->layout, ksh, s->kst);
+  view4(p->v, NULL, p->layout, vsh, s->vst);
+  s->B = qsh[0], s->Hq = qsh[1], s->Nq = qsh[2], s->D = qsh[3];
+  s->Hkv = ksh[1], s->Nk = ksh[2], s->Dv = vsh[3];
+  if (ksh[0] != s->B)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "k",
+                    "k has batch %lld but q has batch %lld",
+                    (long long)ksh[0], (long long)s->B);
+  if (ksh[3] != s->D)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "k",
+                    "k has head_dim %lld but q has head_dim %lld",
+                    (long long)ksh[3], (long long)s->D);
+  if (vsh[0] != s->B)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "v",
+                    "v has batch %lld but q has batch %lld",
+                    (long long)vsh[0], (long long)s->B);
+  if (vsh[1] != s->Hkv)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "v",
+                    "v has %lld heads but k has %lld (%s layout)",
+                    (long long)vsh[1], (long long)s->Hkv,
+                    layout_name(p->layout));
+  if (vsh[2] != s->Nk)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "v",
+                    "v has %lld keys but k has %lld (%s layout)",
+                    (long long)vsh[2], (long long)s->Nk,
+                    layout_name(p->layout));
+  if (s->Hq % s->Hkv != 0)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "k",
+                    "q has %lld heads, not a multiple of the %lld kv heads "
+                    "of k",
+                    (long long)s->Hq, (long long)s->Hkv);
+  s->G = s->Hq / s->Hkv;
+
+  if (p->has_scale) {
+    if (!isfinite(p->scale))
+      return ab__fail(AB_STATUS_INVALID_ARG, "scale",
+                      "scale %g is not a finite number", p->scale);
+    s->scale = p->scale;
+  } else {
+    s->scale = 1.0 / sqrt((double)s->D);
+  }
+  if (!(p->softcap >= 0.0) || !isfinite(p->softcap))
+    return ab__fail(AB_STATUS_INVALID_ARG, "softcap",
+                    "softcap %g must be finite and >= 0 (0 turns it off)",
+                    p->softcap);
+  s->q_offset = p->has_q_offset ? p->q_offset : s->Nk - s->Nq;
+  if (s->q_offset > POS_LIMIT || s->q_offset < -POS_LIMIT)
+    return ab__fail(AB_STATUS_OUT_OF_RANGE, "q_offset",
+                    "q_offset %lld is beyond +-2^40", (long long)s->q_offset);
+  if (p->window_left < -1)
+    return ab__fail(AB_STATUS_INVALID_ARG, "window",
+                    "window left %lld must be >= 0, or -1 for unbounded",
+                    (long long)p->window_left);
+  if (p->window_right < -1)
+    return ab__fail(AB_STATUS_INVALID_ARG, "window",
+                    "window right %lld must be >= 0, or -1 for unbounded",
+                    (long long)p->window_right);
+  s->wl = p->window_left < 0 ? -1 : ab__min64(p->window_left, WIN_CLAMP);
+  s->wr = p->window_right < 0 ? -1 : ab__min64(p->window_right, WIN_CLAMP);
+  s->causal = p->causal != 0;
+  if (p->kv_lens)
+    for (n = 0; n < s->B; n++)
+      if (p->kv_lens[n] < 0 || p->kv_lens[n] > s->Nk) {
+        char arg[32];
+        snprintf(arg, sizeof arg, "kv_lens.%lld", (long long)n);
+        return ab__fail(AB_STATUS_OUT_OF_RANGE, arg,
+                        "kv_lens[%lld] = %d is not in 0..%lld (the key "
+                        "length)",
+                        (long long)n, (int)p->kv_lens[n], (long long)s->Nk);
+      }
+
+  if (p->attn_bias) {
+    const struct ab_tensor *a = p->attn_bias;
+    const int64_t full[4] = {s->B, s->Hq, s->Nq, s->Nk};
+    if ((st = ab__check_tensor(a, "attn_bias", 0)) != AB_STATUS_OK)
+      return st;
+    for (i = 0; i < a->ndim; i++) {
+      int f = 4 - a->ndim + i;
+      if (a->shape[i] != 1 && a->shape[i] != full[f])
+        return ab__fail(AB_STATUS_BAD_SHAPE, "attn_bias",
+                        "attn_bias dimension %d is %lld; it must be 1 or %lld "
+                        "to broadcast to [B, Hq, Nq, Nk] = [%lld, %lld, %lld, "
+                        "%lld]",
+                        i, (long long)a->shape[i], (long long)full[f],
+                        (long long)full[0], (long long)full[1],
+                        (long long)full[2], (long long)full[3]);
+      s->abst[f] = a->shape[i] == 1 ? 0 : a->stride[i];
+    }
+  }
+
+  if (p->rope) {
+    int64_t rot;
+    if ((st = ab_rope_check(p->rope, &rot, NULL, &s->rope_axes)) !=
+        AB_STATUS_OK)
+      return prefix_error(st, "rope");
+    if (p->rope->head_dim != s->D)
+      return ab__fail(AB_STATUS_BAD_SHAPE, "rope.head_dim",
+                      "rope.head_dim %lld differs from the head_dim %lld of q "
+                      "and k",
+                      (long long)p->rope->head_dim, (long long)s->D);
+    if (p->rope_seq_len < 0)
+      return ab__fail(AB_STATUS_INVALID_ARG, "rope_seq_len",
+                      "rope_seq_len %lld is negative (0: max position + 1)",
+                      (long long)p->rope_seq_len);
+  }
+
+  /* Output sizes: every product must fit in int64 and in bytes. */
+  if (ab_mul_overflow(s->B, s->Hq, &n) || ab_mul_overflow(n, s->Nq, &n) ||
+      ab_mul_overflow(n, s->Dv, &n) || (uint64_t)n > SIZE_MAX / 4)
+    return ab__fail(AB_STATUS_OVERFLOW, "out",
+                    "output [%lld, %lld, %lld, %lld] overflows",
+                    (long long)s->B, (long long)s->Hq, (long long)s->Nq,
+                    (long long)s->Dv);
+  if (p->weights &&
+      (ab_mul_overflow(s->B, s->Hq, &n) || ab_mul_overflow(n, s->Nq, &n) ||
+       ab_mul_overflow(n, s->Nk, &n) || (uint64_t)n > SIZE_MAX / 4))
+    return ab__fail(AB_STATUS_OVERFLOW, "weights",
+                    "weights [%lld, %lld, %lld, %lld] overflow",
+                    (long long)s->B, (long long)s->Hq, (long long)s->Nq,
+                    (long long)s->Nk);
+  if (need_out && !p->out)
+    return ab__fail(AB_STATUS_INVALID_ARG, "out",
+                    "out is NULL; the output buffer is required");
+  return AB_STATUS_OK;
+}
+
+/* Keys [lo, hi) visible from query position pq (causal, window, kv_len). */
+static void row_range(int64_t pq, int64_t kvlen, int causal, int64_t wl,
+                      int64_t wr, int64_t *lo, int64_t *hi)
+{
+  int64_t a = 0, z = kvlen;
+
+  if (wl >= 0 && pq - wl > a)
+    a = pq - wl;
+  if (causal && pq + 1 < z)
+    z = pq + 1;
+  if (wr >= 0 && pq + wr + 1 < z)
+    z = pq + wr + 1;
+  *lo = a;
+  *hi = z > a ? z : a;
+}
+
+/* Visible (query, key) pairs of one batch entry and one head. */
+static double visible_pairs(const struct attn_shape *s, int64_t kvlen)
+{
+  double sum = 0.0;
+  int64_t r, lo, hi;
+
+  for (r = 0; r < s->Nq; r++) {
+    row_range(s->q_offset + r, kvlen, s->causal, s->wl, s->wr, &lo, &hi);
+    sum += (double)(hi - lo);
+  }
+  return sum;
+}
+
+static double flops_of(const struct attn_shape *s, const int32_t *kv_lens)
+{
+  double pairs = 0.0;
+  int64_t b;
+
+  if (!kv_lens)
+    pairs = (double)s->B * visible_pairs(s, s->Nk);
+  else
+    for (b = 0; b < s->B; b++)
+      pairs += visible_pairs(s, kv_lens[b]);
+  /* 2 flops per multiply-add: q.k over D and p.v over Dv. */
+  return pairs * (double)s->Hq * 2.0 * (double)(s->D + s->Dv);
+}
+
+double ab_attention_flops(const struct ab_attn_params *p)
+{
+  struct attn_shape s;
+
+  if (attn_check(p, &s, 0) != AB_STATUS_OK)
+    return -1.0;
+  return flops_of(&s, p->kv_lens);
+}
+
+/* ==== the job =========================================================== */
+
+struct attn_ctx {
+  struct attn_shape s;
+  const struct ab__kernels *kern;
+  enum ab_layout layout;
+  float qscale, softcap;
+  const int32_t *kv_lens;
+  /* q as read by the pieces: any dtype, strides s.qst (or a RoPE copy) */
+  const void *q;
+  int32_t q_dtype;
+  int64_t qst[4];
+  /* k, v float32 with unit inner stride; strides per (b, h, j) */
+  const float *k, *v;
+  int64_t kst[3], vst[3];
+  float *q_own, *k_own, *v_own;
+  /* position bias */
+  struct ab__bias bias;
+  int bias_resolved, fire;
+  float *rel;          /* [Hq][rel_stride] by distance, or NULL */
+  int64_t rel_stride, rel_u0;
+  /* attn_bias */
+  const void *ab;
+  int32_t ab_dtype;
+  int need_tb;
+  /* outputs */
+  float *out, *lse, *weights;
+  int64_t ost[4];
+  /* blocking */
+  int64_t bq, nqb, hg, nhc, key_tile, mp_max;
+  int64_t *order;      /* piece -> linear block index, costliest first */
+  /* scratch layout (byte offsets) */
+  size_t off_qt, off_s, off_ot, off_tb, off_mx, off_l, off_alpha, off_lo,
+      off_hi, off_lo64, off_hi64, off_bptr, off_row;
+};
+
+static void attn_destroy(struct ab_job *job)
+{
+  struct attn_ctx *c = job->ctx;
+
+  if (!c)
+    return;
+  ab__free_aligned(c->q_own);
+  ab__free_aligned(c->k_own);
+  ab__free_aligned(c->v_own);
+  ab__free_aligned(c->rel);
+  ab__free(c->order);
+  if (c->bias_resolved)
+    ab__bias_release(&c->bias);
+}
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Lay out one scratch region of rows x cols elements at *off, 64-byte
+ * aligned; returns -1 when its size or the total would overflow. */
+static int carve(size_t *total, size_t *off, int64_t rows, int64_t cols,
+                 size_t elem)
+{
+  int64_t count;
+  size_t n;
+
+  if (ab_mul_overflow(rows, cols, &count) ||
+      (uint64_t)count > (SIZE_MAX - 64) / elem)
+    return -1;
+  n = ((size_t)count * elem + 63) & ~(size_t)63;
+  if (*total > SIZE_MAX - n)
+    return -1;
+  *off = *total;
+  *total += n;
+  return 0;
+}
+
+/* n floats, 64-byte aligned; NULL when n floats do not fit in memory. */
+static float *alloc_f32(int64_t n)
+{
+  if (n < 0 || (uint64_t)n > SIZE_MAX / sizeof(float))
+    return NULL;
+  return ab__malloc_aligned((size_t)n * sizeof(float));
+}
+
+/* A float32 copy of a whole tensor as [B, H, N, dim] row-major. */
+static enum ab_status copy_bhsd(const struct ab_tensor *t, const int64_t sh[4],
+                                const int64_t st[4], const char *name,
+                                float **out, int64_t ost[3])
+{
+  struct ab_tensor view;
+  int64_t n = sh[0] * sh[1] * sh[2] * sh[3]; /* checked by the tensor */
+  enum ab_status st2;
+  int i;
+
+  *out = alloc_f32(n);
+  if (!*out)
+    return ab__fail(AB_STATUS_NO_MEMORY, name,
+                    "cannot allocate a float32 copy of %s (%lld elements)",
+                    name, (long long)n);
+  memset(&view, 0, sizeof view);
+  view.data = t->data;
+  view.dtype = t->dtype;
+  view.ndim = 4;
+  for (i = 0; i < 4; i++)
+    view.shape[i] = sh[i], view.stride[i] = st[i];
+  if ((st2 = ab_tensor_to_f32(&view, *out)) != AB_STATUS_OK)
+    return prefix_error(st2, name);
+  ost[0] = sh[1] * sh[2] * sh[3];
+  ost[1] = sh[2] * sh[3];
+  ost[2] = sh[3];
+  return AB_STATUS_OK;
+}
+
+/* RoPE positions [n_axes, n]: the caller's, or pos0 + t on every axis. */
+static int64_t *default_positions(int axes, int64_t n, int64_t pos0)
+{
+  int64_t *pos = ab__malloc((size_t)axes * (size_t)n * sizeof *pos), t;
+  int a;
+
+  if (pos)
+    for (a = 0; a < axes; a++)
+      for (t = 0; t < n; t++)
+        pos[a * n + t] = pos0 + t;
+  return pos;
+}
+
+/* Rotate q and k (float32 copies in their own shapes and layout). */
+static enum ab_status apply_rope(struct attn_ctx *c,
+                                 const struct ab_attn_params *p)
+{
+  const struct attn_shape *s = &c->s;
+  int axes = s->rope_axes;
+  int64_t *qpos_own = NULL, *kpos_own = NULL, seq_len = p->rope_seq_len, t;
+  const int64_t *qpos = p->q_positions, *kpos = p->k_positions;
+  int64_t cst[4], sh[4], st4[4], nq = ab_tensor_numel(p->q),
+                                 nk = ab_tensor_numel(p->k);
+  enum ab_status st = AB_STATUS_OK;
+
+  if (!qpos)
+    qpos = qpos_own = default_positions(axes, s->Nq, s->q_offset);
+  if (!kpos)
+    kpos = kpos_own = default_positions(axes, s->Nk, 0);
+  c->q_own = alloc_f32(nq);
+  c->k_own = alloc_f32(nk);
+  if (!qpos || !kpos || !c->q_own || !c->k_own) {
+    st = ab__fail(AB_STATUS_NO_MEMORY, "rope",
+                  "cannot allocate the rotated copies of q and k");
+    goto done;
+  }
+  if (seq_len == 0) {
+    /* Default length for dynamic/longrope scaling: max position + 1. */
+    int64_t mx = 0;
+    for (t = 0; t < (int64_t)axes * s->Nq; t++)
+      mx = ab__max64(mx, qpos[t] + 1);
+    for (t = 0; t < (int64_t)axes * s->Nk; t++)
+      mx = ab__max64(mx, kpos[t] + 1);
+    seq_len = ab__max64(mx, 1);
+  }
+  if ((st = ab_rope_apply(p->rope, seq_len, p->q, p->layout, qpos, 0,
+                          c->q_own)) != AB_STATUS_OK ||
+      (st = ab_rope_apply(p->rope, seq_len, p->k, p->layout, kpos, 1,
+                          c->k_own)) != AB_STATUS_OK) {
+    st = prefix_error(st, "rope");
+    goto done;
+  }
+  c->q = c->q_own;
+  c->q_dtype = AB_DTYPE_F32;
+  contiguous_strides(p->q, cst);
+  view4(p->q, cst, p->layout, sh, c->qst);
+  contiguous_strides(p->k, cst);
+  view4(p->k, cst, p->layout, sh, st4);
+  c->k = c->k_own;
+  c->kst[0] = st4[0], c->kst[1] = st4[1], c->kst[2] = st4[2];
+done:
+  ab__free(qpos_own);
+  ab__free(kpos_own);
+  return st;
+}
+
+/* Tabulate a translation-invariant bias per head over every distance
+ * u = pq - j + u0 in [0, Nq + Nk - 2], straight from ab__bias_row at one
+ * query position (pq_ref, keys 0 .. Nq+Nk-2 cover all distances). */
+static enum ab_status build_rel(struct attn_ctx *c)
+{
+  const struct attn_shape *s = &c->s;
+  int64_t n = s->Nq + s->Nk - 1, pq_ref = s->q_offset + s->Nq - 1, h, j, tot;
+  float *tmp;
+
+  c->rel_stride = round_up(n + REL_SLACK, AB__ATTN_ROW_PAD);
+  c->rel_u0 = s->Nk - 1 - s->q_offset;
+  if (ab_mul_overflow(c->rel_stride, s->Hq, &tot) ||
+      (uint64_t)tot > SIZE_MAX / sizeof(float))
+    return ab__fail(AB_STATUS_OVERFLOW, "bias",
+                    "bias distance table of %lld heads x %lld overflows",
+                    (long long)s->Hq, (long long)c->rel_stride);
+  c->rel = alloc_f32(tot);
+  tmp = ab__malloc((size_t)n * sizeof(float));
+  if (!c->rel || !tmp) {
+    ab__free(tmp);
+    return ab__fail(AB_STATUS_NO_MEMORY, "bias",
+                    "cannot allocate the bias distance table (%lld floats)",
+                    (long long)tot);
+  }
+  for (h = 0; h < s->Hq; h++) {
+    float *row = c->rel + h * c->rel_stride;
+    ab__bias_row(&c->bias, h, pq_ref, 0, n, tmp);
+    /* Key j sits at distance pq_ref - j: index (Nq-1) + (Nk-1) - j. */
+    for (j = 0; j < n; j++)
+      row[n - 1 - j] = tmp[j];
+    for (j = n; j < c->rel_stride; j++)
+      row[j] = 0.0f;
+  }
+  ab__free(tmp);
+  return AB_STATUS_OK;
+}
+
+struct piece_cost {
+  double cost;
+  int64_t level, kv, idx; /* kv: batch x kv head, the K/V the piece reads */
+};
+
+/* Costliest first, but only to within one of 8 cost levels: inside a level
+ * the pieces reading the same K/V run back to back, so a kv head streams
+ * from cache for several blocks in a row instead of every piece touching
+ * a different head (which, for causal masks sorted strictly by cost, made
+ * K and V come from DRAM).  The cheapest level still comes last, which is
+ * what keeps a shared-counter pool balanced. */
+static int cmp_cost(const void *a, const void *b)
+{
+  const struct piece_cost *x = a, *y = b;
+
+  if (x->level != y->level)
+    return x->level > y->level ? -1 : 1;
+  if (x->kv != y->kv)
+    return x->kv < y->kv ? -1 : 1;
+  if (x->cost != y->cost)
+    return x->cost > y->cost ? -1 : 1;
+  return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Choose the blocks and order the pieces costliest first. */
+static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
+                                  int64_t *npieces)
+{
+  const struct attn_shape *s = &c->s;
+  struct piece_cost *pc;
+  double maxcost = 0.0;
+  int64_t n, i, b, qb, kvh, hc;
+
+  if (s->Nq >= max_rows) {
+    c->hg = 1;
+    c->nqb = (s->Nq + max_rows - 1) / max_rows;
+    c->bq = (s->Nq + c->nqb - 1) / c->nqb; /* balanced blocks */
+  } else {
+    c->bq = s->Nq;
+    c->nqb = 1;
+    c->hg = ab__max64(1, ab__min64(s->G, max_rows / s->Nq));
+  }
+  c->nhc = (s->G + c->hg - 1) / c->hg;
+  c->hg = (s->G + c->nhc - 1) / c->nhc; /* balanced head chunks */
+  c->mp_max = round_up(c->hg * c->bq, AB__ATTN_ROW_PAD);
+
+  if (ab_mul_overflow(s->B, s->Hkv, &n) || ab_mul_overflow(n, c->nhc, &n) ||
+      ab_mul_overflow(n, c->nqb, &n) ||
+      (uint64_t)n > SIZE_MAX / sizeof *pc)
+    return ab__fail(AB_STATUS_OVERFLOW, "q", "piece count overflows");
+  pc = ab__malloc((size_t)n * sizeof *pc);
+  c->order = ab__malloc((size_t)n * sizeof *c->order);
+  if (!pc || !c->order) {
+    ab__free(pc);
+    return ab__fail(AB_STATUS_NO_MEMORY, "job",
+                    "cannot allocate the piece table (%lld pieces)",
+                    (long long)n);
+  }
+  /* Cost of a block: rows x keys between the first and last visible key
+   * (what the tile loop walks), plus a little per row for the q gather and
+   * the output, so fully masked blocks still sort after real work. */
+  for (b = 0; b < s->B; b++) {
+    int64_t kvlen = c->kv_lens ? c->kv_lens[b] : s->Nk;
+    for (qb = 0; qb < c->nqb; qb++) {
+      int64_t r0 = qb * c->bq, bq = ab__min64(c->bq, s->Nq - r0);
+      int64_t jlo = INT64_MAX, jhi = INT64_MIN, r, lo, hi;
+      double width;
+      for (r = r0; r < r0 + bq; r++) {
+        row_range(s->q_offset + r, kvlen, s->causal, s->wl, s->wr, &lo, &hi);
+        if (hi > lo) {
+          jlo = ab__min64(jlo, lo);
+          jhi = ab__max64(jhi, hi);
+        }
+      }
+      width = jhi > jlo ? (double)(jhi - jlo) : 0.0;
+      for (kvh = 0; kvh < s->Hkv; kvh++)
+        for (hc = 0; hc < c->nhc; hc++) {
+          int64_t hg = ab__min64(c->hg, s->G - hc * c->hg);
+          i = ((b * s->Hkv + kvh) * c->nhc + hc) * c->nqb + qb;
+          pc[i].cost = (double)(hg * bq) * (width + 1.0);
+          pc[i].kv = b * s->Hkv + kvh;
+          pc[i].idx = i;
+          maxcost = pc[i].cost > maxcost ? pc[i].cost : maxcost;
+        }
+    }
+  }
+  for (i = 0; i < n; i++)
+    pc[i].level = (int64_t)ceil(ATTN_LEVELS * pc[i].cost / maxcost);
+  qsort(pc, (size_t)n, sizeof *pc, cmp_cost);
+  for (i = 0; i < n; i++)
+    c->order[i] = pc[i].idx;
+  ab__free(pc);
+  *npieces = n;
+  return AB_STATUS_OK;
+}
+
+static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
+                               void *scratch);
+
+enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
+                                       const struct ab__attn_tuning *t,
+                                       ab_job_t **jobp)
+{
+  struct attn_shape s;
+  struct attn_ctx *c;
+  struct ab_job *job;
+  int64_t max_rows = t && t->max_rows ? t->max_rows : AB__ATTN_MAX_ROWS;
+  int64_t key_tile = t && t->key_tile ? t->key_tile : AB__ATTN_KEY_TILE;
+  int64_t npieces = 0, mp, kt;
+  size_t total = 0;
+  enum ab_status st;
+
+  if (!jobp)
+    return ab__fail(AB_STATUS_INVALID_ARG, "job", "job pointer is NULL");
+  *jobp = NULL;
+  if ((st = attn_check(p, &s, 1)) != AB_STATUS_OK)
+    return st;
+  if (max_rows < 1 || max_rows > 1024 || key_tile < 1 || key_tile > 4096)
+    return ab__fail(AB_STATUS_INVALID_ARG, "tuning",
+                    "block of %lld rows x %lld keys is outside 1..1024 x "
+                    "1..4096",
+                    (long long)max_rows, (long long)key_tile);
+  if ((st = ab__job_new(sizeof *c, &job)) != AB_STATUS_OK)
+    return st;
+  job->run = attn_run;
+  job->destroy = attn_destroy;
+  c = job->ctx;
+  c->s = s;
+  c->kern = t && t->kernels ? t->kernels : ab__kernels();
+  c->layout = p->layout;
+  c->softcap = (float)p->softcap;
+  /* Fold the scale (and 1/softcap, so the kernel takes tanh of q.k) into
+   * the gathered queries: one multiply per query element instead of one
+   * per score. */
+  c->qscale = (float)(p->softcap > 0.0 ? s.scale / p->softcap : s.scale);
+  c->kv_lens = p->kv_lens;
+  c->out = p->out;
+  c->lse = p->lse;
+  c->weights = p->weights;
+  if (p->layout == AB_LAYOUT_BHSD) {
+    c->ost[1] = s.Nq * s.Dv, c->ost[2] = s.Dv;
+    c->ost[0] = s.Hq * c->ost[1];
+  } else {
+    c->ost[1] = s.Dv, c->ost[2] = s.Hq * s.Dv;
+    c->ost[0] = s.Nq * c->ost[2];
+  }
+  c->key_tile = key_tile;
+
+  /* Position bias: resolve once for Hq heads. */
+  if (p->bias) {
+    c->bias_resolved = 1;
+    if ((st = ab__bias_resolve(p->bias, s.Hq, &c->bias)) != AB_STATUS_OK) {
+      st = prefix_error(st, "bias");
+      goto fail;
+    }
+    switch (c->bias.method) {
+    case AB_BIAS_ALIBI:
+    case AB_BIAS_T5:
+    case AB_BIAS_KERPLE:
+      if ((st = build_rel(c)) != AB_STATUS_OK)
+        goto fail;
+      break;
+    case AB_BIAS_FIRE: {
+      /* FIRE depends on the query position too, so it is evaluated per row
+       * and tile; prepare its per-distance tables for this geometry (rows
+       * with p_q <= L then become copies). */
+      struct ab_geometry g;
+      ab_geometry_init(&g, s.Nq, s.Nk);
+      g.q_offset = s.q_offset;
+      if ((st = ab__bias_prepare(&c->bias, &g)) != AB_STATUS_OK) {
+        st = prefix_error(st, "bias");
+        goto fail;
+      }
+      c->fire = 1;
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  if (p->attn_bias) {
+    c->ab = p->attn_bias->data;
+    c->ab_dtype = p->attn_bias->dtype;
+  }
+  c->need_tb = c->fire || p->attn_bias != NULL;
+
+  /* q, k, v as the pieces read them. */
+  c->q = p->q->data;
+  c->q_dtype = p->q->dtype;
+  memcpy(c->qst, s.qst, sizeof c->qst);
+  if (p->rope) {
+    if ((st = apply_rope(c, p)) != AB_STATUS_OK)
+      goto fail;
+  } else if (p->k->dtype == AB_DTYPE_F32 && s.kst[3] == 1) {
+    c->k = p->k->data;
+    c->kst[0] = s.kst[0], c->kst[1] = s.kst[1], c->kst[2] = s.kst[2];
+  } else {
+    int64_t sh[4] = {s.B, s.Hkv, s.Nk, s.D};
+    if ((st = copy_bhsd(p->k, sh, s.kst, "k", &c->k_own, c->kst)) !=
+        AB_STATUS_OK)
+      goto fail;
+    c->k = c->k_own;
+  }
+  if (p->v->dtype == AB_DTYPE_F32 && s.vst[3] == 1) {
+    c->v = p->v->data;
+    c->vst[0] = s.vst[0], c->vst[1] = s.vst[1], c->vst[2] = s.vst[2];
+  } else {
+    int64_t sh[4] = {s.B, s.Hkv, s.Nk, s.Dv};
+    if ((st = copy_bhsd(p->v, sh, s.vst, "v", &c->v_own, c->vst)) !=
+        AB_STATUS_OK)
+      goto fail;
+    c->v = c->v_own;
+  }
+
+  if ((st = plan_pieces(c, max_rows, &npieces)) != AB_STATUS_OK)
+    goto fail;
+
+  /* Per-thread scratch for one block. */
+  mp = c->mp_max;
+  kt = key_tile;
+  if (carve(&total, &c->off_qt, s.D, mp, sizeof(float)) ||
+      carve(&total, &c->off_s, kt, mp, sizeof(float)) ||
+      carve(&total, &c->off_ot, s.Dv, mp, sizeof(float)) ||
+      carve(&total, &c->off_tb, c->need_tb ? kt : 0, mp, sizeof(float)) ||
+      carve(&total, &c->off_mx, 1, mp, sizeof(float)) ||
+      carve(&total, &c->off_l, 1, mp, sizeof(float)) ||
+      carve(&total, &c->off_alpha, 1, mp, sizeof(float)) ||
+      carve(&total, &c->off_lo, 1, mp, sizeof(int32_t)) ||
+      carve(&total, &c->off_hi, 1, mp, sizeof(int32_t)) ||
+      carve(&total, &c->off_lo64, 1, mp, sizeof(int64_t)) ||
+      carve(&total, &c->off_hi64, 1, mp, sizeof(int64_t)) ||
+      carve(&total, &c->off_bptr, 1, mp, sizeof(float *)) ||
+      carve(&total, &c->off_row, 1, kt, sizeof(float))) {
+    st = ab__fail(AB_STATUS_OVERFLOW, "q",
+                  "scratch for head_dim %lld / %lld overflows",
+                  (long long)s.D, (long long)s.Dv);
+    goto fail;
+  }
+  job->pieces = npieces;
+  job->scratch_size = total;
+  job->flops = flops_of(&s, p->kv_lens);
+  *jobp = job;
+  return AB_STATUS_OK;
+fail:
+  ab_job_free(job);
+  return st;
+}
+
+enum ab_status ab_attention_job(const struct ab_attn_params *p,
+                                ab_job_t **job)
+{
+  return ab__attention_job_tuned(p, NULL, job);
+}
+
+enum ab_status ab_attention(const struct ab_attn_params *p)
+{
+  ab_job_t *job;
+  enum ab_status st = ab_attention_job(p, &job);
+
+  if (st != AB_STATUS_OK)
+    return st;
+  st = ab_job_run_all(job);
+  ab_job_free(job);
+  return st;
+}
+
+/* ==== one piece ========================================================= */
+
+/* A piece's block: which rows, and the views of scratch. */
+struct block {
+  int64_t b, h0, r0, bq, m, mp;
+  int64_t jlo, jhi, flo, fhi; /* union and all-rows-visible key ranges */
+  const float *k, *v;
+  float *qt, *s, *ot, *tb, *mx, *l, *alpha, *row;
+  int32_t *lo, *hi;
+  int64_t *lo64, *hi64;
+  const float **bptr;
+};
+
+static int64_t row_head(const struct block *bl, int64_t i)
+{
+  return bl->h0 + i / bl->bq;
+}
+
+static int64_t row_pos(const struct block *bl, int64_t i)
+{
+  return bl->r0 + i % bl->bq;
+}
+
+/* qt[c][i] = q[b, h_i, r_i, c] * qscale; padded rows are 0. */
+static void gather_q(const struct attn_ctx *c, const struct block *bl)
+{
+  const int64_t *qs = c->qst, D = c->s.D, mp = bl->mp;
+  int64_t i, k;
+
+  for (i = 0; i < bl->m; i++) {
+    int64_t off = bl->b * qs[0] + row_head(bl, i) * qs[1] +
+                  row_pos(bl, i) * qs[2];
+    if (c->q_dtype == AB_DTYPE_F32) {
+      const float *src = (const float *)c->q + off;
+      for (k = 0; k < D; k++)
+        bl->qt[k * mp + i] = src[k * qs[3]] * c->qscale;
+    } else {
+      for (k = 0; k < D; k++)
+        bl->qt[k * mp + i] =
+            ab__load_f32(c->q, c->q_dtype, off + k * qs[3]) * c->qscale;
+    }
+  }
+  for (k = 0; k < D; k++)
+    for (i = bl->m; i < mp; i++)
+      bl->qt[k * mp + i] = 0.0f;
+}
+
+/* Scores of keys [j0, j0 + nk) and the tile description that finishes
+ * them: bias pointers, the bias tile, masks where some row is cut. */
+static void score_tile(const struct attn_ctx *c, const struct block *bl,
+                       int64_t j0, int64_t nk, struct ab__attn_tile *t)
+{
+  const int64_t mp = bl->mp, ldk = c->kst[2];
+  int64_t i, jj;
+
+  c->kern->attn.qk_tile(bl->s, mp, bl->k + j0 * ldk, ldk, bl->qt, mp, nk,
+                        c->s.D, bl->m);
+  memset(t, 0, sizeof *t);
+  t->s = bl->s;
+  t->ld = mp;
+  t->nk = nk;
+  t->m = bl->m;
+  t->softcap = c->softcap > 0.0f ? c->softcap : 0.0f;
+  t->mx = bl->mx;
+  t->l = bl->l;
+  t->alpha = bl->alpha;
+  if (c->rel) {
+    for (i = 0; i < bl->m; i++)
+      bl->bptr[i] = c->rel + row_head(bl, i) * c->rel_stride +
+                    (c->s.q_offset + row_pos(bl, i) - j0 + c->rel_u0);
+    /* Padded rows continue the last row (REL_SLACK keeps them in bounds)
+     * so a vector of rows stays one contiguous load. */
+    for (i = bl->m; i < mp; i++)
+      bl->bptr[i] = bl->bptr[bl->m - 1] + (i - bl->m + 1);
+    t->bptr = bl->bptr;
+  }
+  if (c->need_tb) {
+    memset(bl->tb, 0, (size_t)(nk * mp) * sizeof(float));
+    for (i = 0; i < bl->m; i++) {
+      int64_t h = row_head(bl, i), r = row_pos(bl, i);
+      if (c->fire) {
+        ab__bias_row(&c->bias, h, c->s.q_offset + r, j0, nk, bl->row);
+        for (jj = 0; jj < nk; jj++)
+          bl->tb[jj * mp + i] = bl->row[jj];
+      }
+      if (c->ab) {
+        const int64_t *as = c->s.abst;
+        int64_t off = bl->b * as[0] + h * as[1] + r * as[2] + j0 * as[3];
+        if (c->ab_dtype == AB_DTYPE_F32) {
+          const float *src = (const float *)c->ab + off;
+          for (jj = 0; jj < nk; jj++)
+            bl->tb[jj * mp + i] += src[jj * as[3]];
+        } else {
+          for (jj = 0; jj < nk; jj++)
+            bl->tb[jj * mp + i] +=
+                ab__load_f32(c->ab, c->ab_dtype, off + jj * as[3]);
+        }
+      }
+    }
+    t->tb = bl->tb;
+  }
+  if (!(j0 >= bl->flo && j0 + nk <= bl->fhi)) {
+    for (i = 0; i < mp; i++) {
+      int64_t lo = 0, hi = 0;
+      if (i < bl->m) {
+        lo = ab__min64(ab__max64(bl->lo64[i] - j0, 0), nk);
+        hi = ab__min64(ab__max64(bl->hi64[i] - j0, lo), nk);
+      }
+      bl->lo[i] = (int32_t)lo;
+      bl->hi[i] = (int32_t)hi;
+    }
+    t->lo = bl->lo;
+    t->hi = bl->hi;
+  }
+}
+
+static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
+                               void *scratch)
+{
+  const struct attn_ctx *c = job->ctx;
+  const struct attn_shape *s = &c->s;
+  const struct ab__attn_kernels *kn = &c->kern->attn;
+  unsigned char *w = scratch;
+  struct ab__attn_tile t;
+  struct block bl;
+  int64_t idx = c->order[piece], qb, hc, kvh, kvlen, i, j0, k;
+
+  qb = idx % c->nqb;
+  idx /= c->nqb;
+  hc = idx % c->nhc;
+  idx /= c->nhc;
+  kvh = idx % s->Hkv;
+  bl.b = idx / s->Hkv;
+  bl.r0 = qb * c->bq;
+  bl.bq = ab__min64(c->bq, s->Nq - bl.r0);
+  bl.h0 = kvh * s->G + hc * c->hg;
+  bl.m = ab__min64(c->hg, s->G - hc * c->hg) * bl.bq;
+  bl.mp = round_up(bl.m, AB__ATTN_ROW_PAD);
+  bl.k = c->k + bl.b * c->kst[0] + kvh * c->kst[1];
+  bl.v = c->v + bl.b * c->vst[0] + kvh * c->vst[1];
+  bl.qt = (float *)(w + c->off_qt);
+  bl.s = (float *)(w + c->off_s);
+  bl.ot = (float *)(w + c->off_ot);
+  bl.tb = (float *)(w + c->off_tb);
+  bl.mx = (float *)(w + c->off_mx);
+  bl.l = (float *)(w + c->off_l);
+  bl.alpha = (float *)(w + c->off_alpha);
+  bl.row = (float *)(w + c->off_row);
+  bl.lo = (int32_t *)(w + c->off_lo);
+  bl.hi = (int32_t *)(w + c->off_hi);
+  bl.lo64 = (int64_t *)(w + c->off_lo64);
+  bl.hi64 = (int64_t *)(w + c->off_hi64);
+  bl.bptr = (const float **)(w + c->off_bptr);
+
+  /* Visible key range of every row, their union and intersection. */
+  kvlen = c->kv_lens ? c->kv_lens[bl.b] : s->Nk;
+  bl.jlo = INT64_MAX, bl.jhi = INT64_MIN;
+  bl.flo = INT64_MIN, bl.fhi = INT64_MAX;
+  for (i = 0; i < bl.m; i++) {
+    row_range(s->q_offset + row_pos(&bl, i), kvlen, s->causal, s->wl, s->wr,
+              &bl.lo64[i], &bl.hi64[i]);
+    if (bl.hi64[i] > bl.lo64[i]) {
+      bl.jlo = ab__min64(bl.jlo, bl.lo64[i]);
+      bl.jhi = ab__max64(bl.jhi, bl.hi64[i]);
+    }
+    bl.flo = ab__max64(bl.flo, bl.lo64[i]);
+    bl.fhi = ab__min64(bl.fhi, bl.hi64[i]);
+  }
+  if (bl.jlo >= bl.jhi)
+    bl.jlo = bl.jhi = 0;
+
+  gather_q(c, &bl);
+  for (i = 0; i < bl.mp; i++) {
+    bl.mx[i] = -INFINITY;
+    bl.l[i] = 0.0f;
+  }
+  memset(bl.ot, 0, (size_t)(s->Dv * bl.mp) * sizeof(float));
+
+  /* Pass 1: online softmax over the key tiles. */
+  for (j0 = bl.jlo; j0 < bl.jhi; j0 += c->key_tile) {
+    int64_t nk = ab__min64(c->key_tile, bl.jhi - j0);
+    score_tile(c, &bl, j0, nk, &t);
+    t.mode = AB__ATTN_ONLINE;
+    kn->softmax_tile(&t);
+    kn->pv_tile(bl.ot, bl.mp, bl.alpha, bl.v + j0 * c->vst[2], c->vst[2],
+                bl.s, bl.mp, nk, s->Dv, bl.m);
+  }
+
+  /* Outputs: normalise, lse = max + log(sum); fully masked rows (sum 0)
+   * give 0 and -inf. */
+  for (i = 0; i < bl.m; i++) {
+    int64_t h = row_head(&bl, i), r = row_pos(&bl, i);
+    float l = bl.l[i], inv = l > 0.0f ? 1.0f / l : 0.0f;
+    float *o = c->out + bl.b * c->ost[0] + h * c->ost[1] + r * c->ost[2];
+    for (k = 0; k < s->Dv; k++)
+      o[k] = bl.ot[k * bl.mp + i] * inv;
+    if (c->lse)
+      c->lse[(bl.b * s->Hq + h) * s->Nq + r] =
+          l > 0.0f ? bl.mx[i] + logf(l) : -INFINITY;
+  }
+
+  /* Pass 2 (only for weights): the same scores again, now normalised with
+   * the final max and sum. */
+  if (c->weights) {
+    for (i = 0; i < bl.m; i++) {
+      float *wr = c->weights +
+                  ((bl.b * s->Hq + row_head(&bl, i)) * s->Nq +
+                   row_pos(&bl, i)) * s->Nk;
+      memset(wr, 0, (size_t)bl.jlo * sizeof(float));
+      memset(wr + bl.jhi, 0, (size_t)(s->Nk - bl.jhi) * sizeof(float));
+    }
+    for (j0 = bl.jlo; j0 < bl.jhi; j0 += c->key_tile) {
+      int64_t nk = ab__min64(c->key_tile, bl.jhi - j0), jj;
+      score_tile(c, &bl, j0, nk, &t);
+      t.mode = AB__ATTN_FINAL;
+      kn->softmax_tile(&t);
+      for (i = 0; i < bl.m; i++) {
+        float *wr = c->weights +
+                    ((bl.b * s->Hq + row_head(&bl, i)) * s->Nq +
+                     row_pos(&bl, i)) * s->Nk + j0;
+        for (jj = 0; jj < nk; jj++)
+          wr[jj] = bl.s[jj * bl.mp + i];
+      }
+    }
+  }
+  return AB_STATUS_OK;
+}

@@ -1,0 +1,1073 @@
+/* rope.c: rotary position embeddings (spec: methods.md 6-8 and 10, the
+ * decisions of spec/README.md) -- parameter validation in one place, the
+ * frequencies and attention factor of every scaling method, cos/sin tables,
+ * and the apply / table jobs whose pieces a caller's pool may split. */
+#include "kernels/kernels.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ROPE_TWO_PI 6.283185307179586476925286766559
+/* Pairs handled per stack chunk when building tables without allocating
+ * (ab_rope_table); head_dim <= 512 fits in one chunk. */
+#define ROPE_CHUNK 256
+/* Each piece of a job writes about this many bytes of output: large enough
+ * to amortise the call, small enough for two threads to balance. */
+#define ROPE_PIECE_BYTES (64 * 1024)
+/* Outputs at least this large are streamed past the cache (non-temporal
+ * stores): they cannot stay in the 32 MiB L3 anyway, and streaming saves
+ * the read-for-ownership of every output line. */
+#define ROPE_NT_BYTES ((int64_t)16 << 20)
+/* Bounds head_dim so that every derived size stays far from overflow. */
+#define ROPE_MAX_HEAD_DIM ((int64_t)1 << 20)
+
+/* ==== names ============================================================ */
+
+static const char *const g_type_names[AB_ROPE_TYPE_LAST_] = {
+    "default",  "linear",   "ntk",      "dynamic", "yarn",
+    "llama3",   "longrope", "vision2d", "xpos"};
+
+int ab_rope_type_parse(const char *name)
+{
+  int i;
+
+  if (!name)
+    return -1;
+  for (i = 0; i < AB_ROPE_TYPE_LAST_; i++)
+    if (strcmp(name, g_type_names[i]) == 0)
+      return i;
+  /* Names found in published configs: Qwen2-VL says "mrope" (multi-axis
+   * comes from mrope_section, the frequencies are the default ones) and
+   * early Phi-3 configs say "su" for what HF now calls longrope. */
+  if (strcmp(name, "mrope") == 0)
+    return AB_ROPE_DEFAULT;
+  if (strcmp(name, "su") == 0)
+    return AB_ROPE_LONGROPE;
+  return -1;
+}
+
+const char *ab_rope_type_name(enum ab_rope_type t)
+{
+  if ((int)t < 0 || t >= AB_ROPE_TYPE_LAST_)
+    return "unknown";
+  return g_type_names[t];
+}
+
+void ab_rope_params_init(struct ab_rope_params *p)
+{
+  if (!p)
+    return;
+  memset(p, 0, sizeof *p);
+  p->partial_rotary_factor = 1.0;
+  p->rope_theta = 10000.0;
+  p->rope_type = AB_ROPE_DEFAULT;
+  p->factor = -1.0;
+  p->beta_fast = 32.0;
+  p->beta_slow = 1.0;
+  p->attention_factor = -1.0;
+  p->mscale = -1.0;
+  p->mscale_all_dim = -1.0;
+  p->truncate = 1;
+  p->low_freq_factor = 1.0;
+  p->high_freq_factor = 4.0;
+  p->scale_base = 512.0;
+  p->gamma = 0.4;
+}
+
+/* ==== validation and resolved parameters ================================ */
+
+/* Everything the frequency formulas need, validated once.  `ext` and the
+ * section list are the only parts that depend on seq_len (plan_for_len). */
+struct rope_plan {
+  enum ab_rope_type type;
+  int64_t head_dim, rotary_dim;
+  int64_t half;   /* pairs rotated: rotary_dim / 2 */
+  int64_t n_freq; /* distinct frequencies: half, or rotary_dim/4 (vision2d) */
+  int n_axes;     /* position rows per token */
+  int interleaved;
+  double theta;     /* base, after the NTK / dynamic adjustment */
+  double factor;    /* resolved scaling factor (1 where unused) */
+  double attention; /* attention factor: multiplies cos and sin */
+  int64_t orig;     /* original context length (dynamic, yarn, llama3,
+                       longrope) */
+  double yarn_low, yarn_high;     /* ramp ends, in pair index */
+  double low_freq, high_freq;     /* llama3 */
+  const double *short_f, *long_f; /* longrope, borrowed */
+  const double *ext;              /* longrope: the list chosen by seq_len */
+  int n_sections;
+  int64_t sections[AB_MROPE_MAX_SECTIONS];
+  int mrope_interleaved;
+  double scale_base, gamma; /* xpos */
+};
+
+static int positive(double v) { return isfinite(v) && v > 0; }
+
+/* HF get_mscale: the YaRN attention factor for scale s. */
+static double yarn_mscale(double s, double m)
+{
+  return s <= 1.0 ? 1.0 : 0.1 * m * log(s) + 1.0;
+}
+
+/* YaRN correction dimension: the pair index whose wavelength turns `rot`
+ * times over the original context (HF find_correction_dim). */
+static double yarn_corr(double rot, double dim, double base, double len)
+{
+  return dim * log(len / (rot * ROPE_TWO_PI)) / (2.0 * log(base));
+}
+
+static enum ab_status check_factor(const struct ab_rope_params *p,
+                                   int required, double dflt, double *out)
+{
+  const char *name = ab_rope_type_name(p->rope_type);
+
+  if (p->factor < 0) { /* absent */
+    if (required)
+      return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.factor",
+                      "rope_type %s needs rope_scaling.factor", name);
+    *out = dflt;
+    return AB_STATUS_OK;
+  }
+  if (!positive(p->factor))
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.factor",
+                    "rope_scaling.factor %g must be a positive number",
+                    p->factor);
+  *out = p->factor;
+  return AB_STATUS_OK;
+}
+
+/* The original context length: original_max_position_embeddings, else
+ * max_position_embeddings (as HF falls back); 0 when neither is set. */
+static int64_t orig_len(const struct ab_rope_params *p)
+{
+  return p->original_max_position_embeddings > 0
+             ? p->original_max_position_embeddings
+             : p->max_position_embeddings;
+}
+
+static enum ab_status check_rotary_dim(const struct ab_rope_params *p,
+                                       struct rope_plan *pl)
+{
+  int64_t r;
+  const char *arg = "rotary_dim";
+
+  if (p->head_dim < 1 || p->head_dim > ROPE_MAX_HEAD_DIM)
+    return ab__fail(AB_STATUS_INVALID_ARG, "head_dim",
+                    "head_dim %lld must be in 1..%lld", (long long)p->head_dim,
+                    (long long)ROPE_MAX_HEAD_DIM);
+  if (p->rotary_dim != 0) {
+    r = p->rotary_dim;
+    if (r < 0)
+      return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                      "rotary_dim %lld must be positive", (long long)r);
+  } else {
+    double f = p->partial_rotary_factor;
+    arg = "partial_rotary_factor";
+    if (!positive(f) || f > 1.0)
+      return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                      "partial_rotary_factor %g must be in (0, 1]", f);
+    /* int(head_dim * partial_rotary_factor), truncated as Python does. */
+    r = (int64_t)((double)p->head_dim * f);
+    if (r < 2)
+      return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                      "partial_rotary_factor %g gives rotary_dim %lld for "
+                      "head_dim %lld; at least one pair (2) is needed",
+                      f, (long long)r, (long long)p->head_dim);
+  }
+  if (r > p->head_dim)
+    return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                    "rotary_dim %lld exceeds head_dim %lld", (long long)r,
+                    (long long)p->head_dim);
+  if (r % 2 != 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                    "rotary_dim %lld must be even (channels rotate in pairs)",
+                    (long long)r);
+  if (p->rope_type == AB_ROPE_VISION2D && r % 4 != 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                    "rotary_dim %lld must be a multiple of 4 for vision2d "
+                    "(two axes of rotary_dim/4 frequencies)",
+                    (long long)r);
+  pl->rotary_dim = r;
+  pl->half = r / 2;
+  pl->n_freq = p->rope_type == AB_ROPE_VISION2D ? r / 4 : r / 2;
+  return AB_STATUS_OK;
+}
+
+static enum ab_status check_sections(const struct ab_rope_params *p,
+                                     struct rope_plan *pl)
+{
+  const char *arg = "rope_scaling.mrope_section";
+  int64_t sum = 0;
+  int i;
+
+  pl->n_axes = p->rope_type == AB_ROPE_VISION2D ? 2 : 1;
+  if (p->n_mrope_section == 0) {
+    if (p->mrope_interleaved)
+      return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.mrope_interleaved",
+                      "mrope_interleaved needs rope_scaling.mrope_section");
+    return AB_STATUS_OK;
+  }
+  if (p->rope_type == AB_ROPE_VISION2D || p->rope_type == AB_ROPE_XPOS)
+    return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                    "mrope_section cannot be combined with rope_type %s",
+                    ab_rope_type_name(p->rope_type));
+  if (p->n_mrope_section != 3 && p->n_mrope_section != 4)
+    return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                    "mrope_section has %d entries; it needs 3 (t, h, w) or 4",
+                    p->n_mrope_section);
+  for (i = 0; i < p->n_mrope_section; i++) {
+    if (p->mrope_section[i] < 0 || p->mrope_section[i] > pl->half)
+      return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                      "mrope_section entry %d is %lld; it must be in 0..%lld",
+                      i, (long long)p->mrope_section[i], (long long)pl->half);
+    pl->sections[i] = p->mrope_section[i];
+    sum += p->mrope_section[i];
+  }
+  if (sum != pl->half)
+    return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                    "mrope_section sums to %lld; it must sum to rotary_dim/2 "
+                    "= %lld",
+                    (long long)sum, (long long)pl->half);
+  pl->n_sections = p->n_mrope_section;
+  pl->n_axes = p->n_mrope_section;
+  pl->mrope_interleaved = p->mrope_interleaved != 0;
+  return AB_STATUS_OK;
+}
+
+static enum ab_status check_yarn(const struct ab_rope_params *p,
+                                 struct rope_plan *pl)
+{
+  double fast = p->beta_fast, slow = p->beta_slow, d = (double)pl->rotary_dim;
+  double lo, hi;
+  enum ab_status st;
+
+  pl->orig = orig_len(p);
+  if (pl->orig <= 0)
+    return ab__fail(AB_STATUS_INVALID_ARG,
+                    "rope_scaling.original_max_position_embeddings",
+                    "yarn needs rope_scaling.original_max_position_embeddings "
+                    "(or max_position_embeddings)");
+  /* An explicit factor wins; only when it is absent is it the ratio of the
+   * two lengths (spec/README.md). */
+  if (p->factor < 0 && p->max_position_embeddings <= 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.factor",
+                    "yarn needs rope_scaling.factor, or max_position_embeddings "
+                    "with original_max_position_embeddings");
+  st = check_factor(p, 0,
+                    (double)p->max_position_embeddings / (double)pl->orig,
+                    &pl->factor);
+  if (st)
+    return st;
+  if (!(pl->theta > 1.0))
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_theta",
+                    "rope_theta %g must exceed 1 for yarn (its correction "
+                    "range divides by ln(rope_theta))",
+                    pl->theta);
+  if (isnan(fast) || isinf(fast))
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.beta_fast",
+                    "rope_scaling.beta_fast %g is not a number", fast);
+  if (isnan(slow) || isinf(slow))
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.beta_slow",
+                    "rope_scaling.beta_slow %g is not a number", slow);
+  /* null or 0 mean the defaults, as in HF. */
+  if (fast <= 0)
+    fast = 32.0;
+  if (slow <= 0)
+    slow = 1.0;
+  lo = yarn_corr(fast, d, pl->theta, (double)pl->orig);
+  hi = yarn_corr(slow, d, pl->theta, (double)pl->orig);
+  if (p->truncate) {
+    lo = floor(lo);
+    hi = ceil(hi);
+  }
+  lo = lo > 0 ? lo : 0;
+  hi = hi < d - 1 ? hi : d - 1;
+  if (lo == hi) /* HF linear_ramp_factor: avoid 0/0 */
+    hi += 0.001;
+  pl->yarn_low = lo;
+  pl->yarn_high = hi;
+
+  if (p->attention_factor >= 0 || isnan(p->attention_factor)) {
+    if (!positive(p->attention_factor))
+      return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.attention_factor",
+                      "rope_scaling.attention_factor %g must be positive",
+                      p->attention_factor);
+    pl->attention = p->attention_factor;
+  } else if (positive(p->mscale) && positive(p->mscale_all_dim)) {
+    /* DeepSeek-V2/V3: the ratio form (1 when both are equal). */
+    pl->attention = yarn_mscale(pl->factor, p->mscale) /
+                    yarn_mscale(pl->factor, p->mscale_all_dim);
+  } else {
+    if (isnan(p->mscale) || isnan(p->mscale_all_dim))
+      return ab__fail(AB_STATUS_INVALID_ARG,
+                      isnan(p->mscale) ? "rope_scaling.mscale"
+                                       : "rope_scaling.mscale_all_dim",
+                      "rope_scaling.%s is not a number",
+                      isnan(p->mscale) ? "mscale" : "mscale_all_dim");
+    pl->attention = yarn_mscale(pl->factor, 1.0);
+  }
+  return AB_STATUS_OK;
+}
+
+static enum ab_status check_longrope(const struct ab_rope_params *p,
+                                     struct rope_plan *pl)
+{
+  const double *lists[2] = {p->short_factor, p->long_factor};
+  static const char *const names[2] = {"short_factor", "long_factor"};
+  char arg[64];
+  enum ab_status st;
+  int64_t k;
+  int l;
+
+  for (l = 0; l < 2; l++) {
+    snprintf(arg, sizeof arg, "rope_scaling.%s", names[l]);
+    if (!lists[l])
+      return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                      "longrope needs rope_scaling.%s (rotary_dim/2 = %lld "
+                      "values)",
+                      names[l], (long long)pl->half);
+    for (k = 0; k < pl->half; k++)
+      if (!positive(lists[l][k])) {
+        snprintf(arg, sizeof arg, "rope_scaling.%s.%lld", names[l],
+                 (long long)k);
+        return ab__fail(AB_STATUS_INVALID_ARG, arg,
+                        "rope_scaling.%s[%lld] is %g; every factor must be "
+                        "positive",
+                        names[l], (long long)k, lists[l][k]);
+      }
+  }
+  pl->short_f = p->short_factor;
+  pl->long_f = p->long_factor;
+  pl->orig = orig_len(p);
+  if (pl->orig <= 0)
+    return ab__fail(AB_STATUS_INVALID_ARG,
+                    "rope_scaling.original_max_position_embeddings",
+                    "longrope needs rope_scaling.original_max_position_"
+                    "embeddings (or max_position_embeddings)");
+  if (p->factor < 0 && p->max_position_embeddings <= 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.factor",
+                    "longrope needs rope_scaling.factor or "
+                    "max_position_embeddings");
+  st = check_factor(p, 0,
+                    (double)p->max_position_embeddings / (double)pl->orig,
+                    &pl->factor);
+  if (st)
+    return st;
+  if (p->attention_factor >= 0 || isnan(p->attention_factor)) {
+    if (!positive(p->attention_factor))
+      return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.attention_factor",
+                      "rope_scaling.attention_factor %g must be positive",
+                      p->attention_factor);
+    pl->attention = p->attention_factor;
+  } else if (pl->factor <= 1.0) {
+    pl->attention = 1.0;
+  } else {
+    if (pl->orig < 2)
+      return ab__fail(AB_STATUS_INVALID_ARG,
+                      "rope_scaling.original_max_position_embeddings",
+                      "original_max_position_embeddings %lld must be >= 2 "
+                      "(the attention factor divides by its logarithm)",
+                      (long long)pl->orig);
+    pl->attention = sqrt(1.0 + log(pl->factor) / log((double)pl->orig));
+  }
+  return AB_STATUS_OK;
+}
+
+/* Validate p and fill pl with everything that does not depend on seq_len.
+ * Arguments are named with the HTTP API's field paths. */
+static enum ab_status plan_check(const struct ab_rope_params *p,
+                                 struct rope_plan *pl)
+{
+  enum ab_status st;
+  double dd;
+
+  memset(pl, 0, sizeof *pl);
+  if (!p)
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope", "RoPE parameters are NULL");
+  if ((int)p->rope_type < 0 || p->rope_type >= AB_ROPE_TYPE_LAST_)
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.rope_type",
+                    "rope_type %d is not a known RoPE type",
+                    (int)p->rope_type);
+  pl->type = p->rope_type;
+  pl->head_dim = p->head_dim;
+  pl->interleaved = p->interleaved != 0;
+  pl->factor = 1.0;
+  pl->attention = 1.0;
+  if ((st = check_rotary_dim(p, pl)) != AB_STATUS_OK)
+    return st;
+  if (!positive(p->rope_theta))
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_theta",
+                    "rope_theta %g must be a positive number", p->rope_theta);
+  pl->theta = p->rope_theta;
+  if ((st = check_sections(p, pl)) != AB_STATUS_OK)
+    return st;
+  if (p->original_max_position_embeddings < 0)
+    return ab__fail(AB_STATUS_INVALID_ARG,
+                    "rope_scaling.original_max_position_embeddings",
+                    "original_max_position_embeddings %lld is negative",
+                    (long long)p->original_max_position_embeddings);
+  if (p->max_position_embeddings < 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, "max_position_embeddings",
+                    "max_position_embeddings %lld is negative",
+                    (long long)p->max_position_embeddings);
+  dd = (double)pl->rotary_dim;
+
+  switch (p->rope_type) {
+  case AB_ROPE_DEFAULT:
+  case AB_ROPE_VISION2D:
+    break;
+  case AB_ROPE_LINEAR:
+    st = check_factor(p, 1, 1.0, &pl->factor);
+    break;
+  case AB_ROPE_NTK:
+  case AB_ROPE_DYNAMIC:
+    if ((st = check_factor(p, 1, 1.0, &pl->factor)) != AB_STATUS_OK)
+      break;
+    if (pl->rotary_dim == 2) {
+      st = ab__fail(AB_STATUS_INVALID_ARG, "rotary_dim",
+                    "rotary_dim 2 is too small for %s scaling (its base is "
+                    "raised to rotary_dim/(rotary_dim-2))",
+                    ab_rope_type_name(p->rope_type));
+      break;
+    }
+    if (p->rope_type == AB_ROPE_NTK) {
+      /* base' = base * factor^(d/(d-2)) */
+      pl->theta = p->rope_theta * pow(pl->factor, dd / (dd - 2.0));
+    } else {
+      pl->orig = orig_len(p);
+      if (pl->orig <= 0)
+        st = ab__fail(AB_STATUS_INVALID_ARG, "max_position_embeddings",
+                      "dynamic scaling needs max_position_embeddings (or "
+                      "rope_scaling.original_max_position_embeddings)");
+    }
+    break;
+  case AB_ROPE_YARN:
+    st = check_yarn(p, pl);
+    break;
+  case AB_ROPE_LLAMA3:
+    if ((st = check_factor(p, 1, 1.0, &pl->factor)) != AB_STATUS_OK)
+      break;
+    pl->orig = p->original_max_position_embeddings;
+    if (pl->orig <= 0)
+      st = ab__fail(AB_STATUS_INVALID_ARG,
+                    "rope_scaling.original_max_position_embeddings",
+                    "llama3 needs rope_scaling.original_max_position_"
+                    "embeddings");
+    else if (!positive(p->low_freq_factor))
+      st = ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.low_freq_factor",
+                    "rope_scaling.low_freq_factor %g must be positive",
+                    p->low_freq_factor);
+    else if (!(isfinite(p->high_freq_factor) &&
+               p->high_freq_factor > p->low_freq_factor))
+      st = ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.high_freq_factor",
+                    "rope_scaling.high_freq_factor %g must exceed "
+                    "low_freq_factor %g",
+                    p->high_freq_factor, p->low_freq_factor);
+    pl->low_freq = p->low_freq_factor;
+    pl->high_freq = p->high_freq_factor;
+    break;
+  case AB_ROPE_LONGROPE:
+    st = check_longrope(p, pl);
+    break;
+  case AB_ROPE_XPOS:
+    if (!positive(p->scale_base))
+      st = ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.scale_base",
+                    "rope_scaling.scale_base %g must be positive",
+                    p->scale_base);
+    else if (!positive(p->gamma))
+      st = ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.gamma",
+                    "rope_scaling.gamma %g must be positive (zeta_0 would "
+                    "be 0)",
+                    p->gamma);
+    pl->scale_base = p->scale_base;
+    pl->gamma = p->gamma;
+    break;
+  default:
+    break;
+  }
+  return st;
+}
+
+/* The parts that depend on the current length: dynamic NTK's base and
+ * LongRoPE's short/long choice.  seq_len is checked only where used. */
+static enum ab_status plan_for_len(struct rope_plan *pl, int64_t seq_len)
+{
+  if (pl->type != AB_ROPE_DYNAMIC && pl->type != AB_ROPE_LONGROPE)
+    return AB_STATUS_OK;
+  if (seq_len < 1)
+    return ab__fail(AB_STATUS_INVALID_ARG, "seq_len",
+                    "seq_len %lld must be >= 1 for %s scaling",
+                    (long long)seq_len, ab_rope_type_name(pl->type));
+  if (pl->type == AB_ROPE_DYNAMIC) {
+    /* HF dynamic NTK: the length never counts as shorter than the
+     * original, so short sequences keep the original base. */
+    double d = (double)pl->rotary_dim, f = pl->factor;
+    double len = (double)(seq_len > pl->orig ? seq_len : pl->orig);
+    pl->theta *= pow(f * len / (double)pl->orig - (f - 1.0), d / (d - 2.0));
+  } else {
+    /* Long factors only beyond the original length: seq_len == original
+     * still uses the short ones. */
+    pl->ext = seq_len > pl->orig ? pl->long_f : pl->short_f;
+  }
+  return AB_STATUS_OK;
+}
+
+static enum ab_status plan_init(const struct ab_rope_params *p,
+                                int64_t seq_len, struct rope_plan *pl)
+{
+  enum ab_status st = plan_check(p, pl);
+
+  return st ? st : plan_for_len(pl, seq_len);
+}
+
+/* ==== frequencies ======================================================= */
+
+/* inv_freq of frequency index f (< n_freq), in double. */
+static double inv_freq_at(const struct rope_plan *pl, int64_t f)
+{
+  /* vision2d spreads the exponent over rotary_dim/2 (one axis' share). */
+  double span = (double)(pl->type == AB_ROPE_VISION2D ? pl->rotary_dim / 2
+                                                      : pl->rotary_dim);
+  double inv = pow(pl->theta, -2.0 * (double)f / span);
+
+  switch (pl->type) {
+  case AB_ROPE_LINEAR:
+    return inv / pl->factor;
+  case AB_ROPE_YARN: {
+    /* Ramp 0 below `low` (keep: extrapolate), 1 above `high` (fully
+     * interpolated), linear between (HF linear_ramp_factor). */
+    double ramp = ((double)f - pl->yarn_low) / (pl->yarn_high - pl->yarn_low);
+    ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+    return inv / pl->factor * ramp + inv * (1.0 - ramp);
+  }
+  case AB_ROPE_LLAMA3: {
+    double wavelen = ROPE_TWO_PI / inv, len = (double)pl->orig;
+    double smooth;
+    /* Exactly at either threshold the medium branch applies, as in HF
+     * (~(wl < high_wl) & ~(wl > low_wl)); it is continuous there anyway. */
+    if (wavelen < len / pl->high_freq)
+      return inv;
+    if (wavelen > len / pl->low_freq)
+      return inv / pl->factor;
+    smooth = (len / wavelen - pl->low_freq) / (pl->high_freq - pl->low_freq);
+    return (1.0 - smooth) * inv / pl->factor + smooth * inv;
+  }
+  case AB_ROPE_LONGROPE:
+    return inv / pl->ext[f];
+  default: /* default, ntk and dynamic (base already adjusted), xpos */
+    return inv;
+  }
+}
+
+/* Which position row drives pair j (0 = t / the only row). */
+static int pair_axis(const struct rope_plan *pl, int64_t j)
+{
+  int64_t acc = 0;
+  int a;
+
+  if (pl->type == AB_ROPE_VISION2D)
+    return j >= pl->n_freq; /* first half rows, second half columns */
+  if (pl->n_sections == 0)
+    return 0;
+  if (pl->mrope_interleaved) {
+    /* Qwen3-VL: h and w take every third frequency up to 3x their section;
+     * with a 4th section, ggml IMROPE gives the leftovers to e, else t. */
+    if (j % 3 == 1 && j < 3 * pl->sections[1])
+      return 1;
+    if (j % 3 == 2 && j < 3 * pl->sections[2])
+      return 2;
+    if (pl->n_sections == 4 && !(j % 3 == 0 && j < 3 * pl->sections[0]))
+      return 3;
+    return 0;
+  }
+  /* Qwen2-VL: consecutive sections; the frequency index is not reset. */
+  for (a = 0; a < pl->n_sections; a++) {
+    acc += pl->sections[a];
+    if (j < acc)
+      return a;
+  }
+  return pl->n_sections - 1; /* unreachable: sections sum to half */
+}
+
+/* Per-pair constants for pairs [j0, j0 + cnt). */
+struct pair_chunk {
+  int64_t j0, cnt;
+  double inv[ROPE_CHUNK];
+  double lnz[ROPE_CHUNK]; /* xpos: ln(zeta_j) */
+  int axis[ROPE_CHUNK];
+};
+
+static void chunk_fill(const struct rope_plan *pl, int64_t j0,
+                       struct pair_chunk *ch)
+{
+  int64_t i, j;
+  double r = (double)pl->rotary_dim;
+
+  ch->j0 = j0;
+  ch->cnt = ab__min64(ROPE_CHUNK, pl->half - j0);
+  for (i = 0; i < ch->cnt; i++) {
+    j = j0 + i;
+    ch->axis[i] = pair_axis(pl, j);
+    ch->inv[i] = inv_freq_at(
+        pl, pl->type == AB_ROPE_VISION2D ? j % pl->n_freq : j);
+    if (pl->type == AB_ROPE_XPOS) /* zeta_j = (2j + gamma r)/((1+gamma) r) */
+      ch->lnz[i] = log((2.0 * (double)j + pl->gamma * r) /
+                       ((1.0 + pl->gamma) * r));
+  }
+}
+
+/* cos and sin of token t for the pairs of ch, with the attention factor and
+ * (xPos) the decay zeta^(+-p/scale_base) folded in. */
+static void chunk_row(const struct rope_plan *pl, const struct ab__kernels *kern,
+                      const struct pair_chunk *ch, const int64_t *pos,
+                      int64_t n, int64_t t, int is_key, double *theta,
+                      float *c, float *s)
+{
+  int64_t i;
+
+  /* Angles in double: p * inv_freq keeps integer positions far beyond
+   * 2^24 exact before the reduction modulo 2 pi. */
+  if (pl->n_axes == 1) {
+    double pt = (double)pos[t];
+    for (i = 0; i < ch->cnt; i++)
+      theta[i] = pt * ch->inv[i];
+  } else {
+    for (i = 0; i < ch->cnt; i++)
+      theta[i] = (double)pos[(int64_t)ch->axis[i] * n + t] * ch->inv[i];
+  }
+  kern->rope.sincos(c, s, theta, ch->cnt);
+  if (pl->type == AB_ROPE_XPOS) {
+    /* q is scaled by zeta^(p/scale_base), k by zeta^(-p/scale_base): their
+     * product depends on the distance only; no centring (README). */
+    double e = (double)pos[t] / pl->scale_base * (is_key ? -1.0 : 1.0);
+    for (i = 0; i < ch->cnt; i++) {
+      double m = pl->attention * exp(e * ch->lnz[i]);
+      c[i] = (float)((double)c[i] * m);
+      s[i] = (float)((double)s[i] * m);
+    }
+  } else if (pl->attention != 1.0) {
+    float m = (float)pl->attention;
+    for (i = 0; i < ch->cnt; i++) {
+      c[i] *= m;
+      s[i] *= m;
+    }
+  }
+}
+
+/* ==== public: check, inv_freq =========================================== */
+
+enum ab_status ab_rope_check(const struct ab_rope_params *p,
+                             int64_t *rotary_dim, int64_t *n_freq,
+                             int *n_axes)
+{
+  struct rope_plan pl;
+  enum ab_status st = plan_check(p, &pl);
+
+  if (st)
+    return st;
+  if (rotary_dim)
+    *rotary_dim = pl.rotary_dim;
+  if (n_freq)
+    *n_freq = pl.n_freq;
+  if (n_axes)
+    *n_axes = pl.n_axes;
+  return AB_STATUS_OK;
+}
+
+enum ab_status ab_rope_inv_freq(const struct ab_rope_params *p,
+                                int64_t seq_len, double *inv_freq,
+                                double *attention_scaling)
+{
+  struct rope_plan pl;
+  enum ab_status st = plan_init(p, seq_len, &pl);
+  int64_t f;
+
+  if (st)
+    return st;
+  if (inv_freq)
+    for (f = 0; f < pl.n_freq; f++)
+      inv_freq[f] = inv_freq_at(&pl, f);
+  if (attention_scaling)
+    *attention_scaling = pl.attention;
+  return AB_STATUS_OK;
+}
+
+/* ==== tables ============================================================= */
+
+/* Rows [t0, t1) of the public cos/sin tables [n, rotary_dim]. */
+static void table_rows(const struct rope_plan *pl,
+                       const struct ab__kernels *kern, const int64_t *pos,
+                       int64_t n, int64_t t0, int64_t t1, float *cos_out,
+                       float *sin_out)
+{
+  struct pair_chunk ch;
+  double theta[ROPE_CHUNK];
+  float c[ROPE_CHUNK], s[ROPE_CHUNK];
+  int64_t j0, t, i, r = pl->rotary_dim, h = pl->half;
+
+  for (j0 = 0; j0 < h; j0 += ROPE_CHUNK) {
+    chunk_fill(pl, j0, &ch);
+    for (t = t0; t < t1; t++) {
+      float *co = cos_out + t * r, *so = sin_out + t * r;
+      chunk_row(pl, kern, &ch, pos, n, t, 0, theta, c, s);
+      for (i = 0; i < ch.cnt; i++) {
+        int64_t j = j0 + i;
+        if (pl->interleaved) { /* [c0, c0, c1, c1, ...] */
+          co[2 * j] = co[2 * j + 1] = c[i];
+          so[2 * j] = so[2 * j + 1] = s[i];
+        } else { /* [c0 .. c_{h-1}, c0 .. c_{h-1}] */
+          co[j] = co[j + h] = c[i];
+          so[j] = so[j + h] = s[i];
+        }
+      }
+    }
+  }
+}
+
+static enum ab_status table_args(const struct ab_rope_params *p,
+                                 int64_t seq_len, const int64_t *positions,
+                                 int64_t n, const float *cos_out,
+                                 const float *sin_out, struct rope_plan *pl)
+{
+  enum ab_status st = plan_init(p, seq_len, pl);
+  int64_t cells;
+
+  if (st)
+    return st;
+  if (pl->type == AB_ROPE_XPOS)
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.rope_type",
+                    "xpos has no table form (q and k decay in opposite "
+                    "directions); pass q and/or k to apply it");
+  if (n < 1)
+    return ab__fail(AB_STATUS_INVALID_ARG, "positions",
+                    "%lld positions; at least 1 is needed", (long long)n);
+  if (ab_mul_overflow(n, pl->rotary_dim, &cells) ||
+      (uint64_t)cells > SIZE_MAX / sizeof(float))
+    return ab__fail(AB_STATUS_OVERFLOW, "positions",
+                    "a table of %lld x %lld overflows", (long long)n,
+                    (long long)pl->rotary_dim);
+  if (!positions)
+    return ab__fail(AB_STATUS_INVALID_ARG, "positions", "positions is NULL");
+  if (!cos_out || !sin_out)
+    return ab__fail(AB_STATUS_INVALID_ARG, cos_out ? "sin" : "cos",
+                    "output buffer %s is NULL", cos_out ? "sin" : "cos");
+  return AB_STATUS_OK;
+}
+
+enum ab_status ab_rope_table(const struct ab_rope_params *p, int64_t seq_len,
+                             const int64_t *positions, int64_t n,
+                             float *cos_out, float *sin_out)
+{
+  struct rope_plan pl;
+  enum ab_status st =
+      table_args(p, seq_len, positions, n, cos_out, sin_out, &pl);
+
+  if (st)
+    return st;
+  table_rows(&pl, ab__kernels(), positions, n, 0, n, cos_out, sin_out);
+  return AB_STATUS_OK;
+}
+
+struct table_ctx {
+  struct rope_plan pl;
+  const struct ab__kernels *kern;
+  const int64_t *positions;
+  int64_t n, rows_per_piece;
+  float *cos_out, *sin_out;
+};
+
+static enum ab_status table_piece(const struct ab_job *job, int64_t piece,
+                                  void *scratch)
+{
+  const struct table_ctx *cx = job->ctx;
+  int64_t t0 = piece * cx->rows_per_piece;
+
+  (void)scratch;
+  table_rows(&cx->pl, cx->kern, cx->positions, cx->n, t0,
+             ab__min64(cx->n, t0 + cx->rows_per_piece), cx->cos_out,
+             cx->sin_out);
+  return AB_STATUS_OK;
+}
+
+enum ab_status ab_rope_table_job(const struct ab_rope_params *p,
+                                 int64_t seq_len, const int64_t *positions,
+                                 int64_t n, float *cos_out, float *sin_out,
+                                 ab_job_t **job)
+{
+  struct rope_plan pl;
+  struct table_ctx *cx;
+  enum ab_status st;
+
+  if (!job)
+    return ab__fail(AB_STATUS_INVALID_ARG, "job", "job pointer is NULL");
+  *job = NULL;
+  st = table_args(p, seq_len, positions, n, cos_out, sin_out, &pl);
+  if (st)
+    return st;
+  if ((st = ab__job_new(sizeof *cx, job)) != AB_STATUS_OK)
+    return st;
+  cx = (*job)->ctx;
+  cx->pl = pl;
+  cx->kern = ab__kernels();
+  cx->positions = positions;
+  cx->n = n;
+  cx->cos_out = cos_out;
+  cx->sin_out = sin_out;
+  /* Two float rows of rotary_dim per token. */
+  cx->rows_per_piece =
+      ab__max64(1, ROPE_PIECE_BYTES / (2 * pl.rotary_dim * 4));
+  (*job)->pieces = (n + cx->rows_per_piece - 1) / cx->rows_per_piece;
+  (*job)->flops = 30.0 * (double)n * (double)pl.half; /* sincos dominates */
+  (*job)->run = table_piece;
+  return AB_STATUS_OK;
+}
+
+/* ==== apply ============================================================== */
+
+/* x is seen as rows of head_dim channels: `outer` leading dims (0..2) then
+ * the inner axis ndim-2, whose rows are one stride apart.  out is the same
+ * shape, contiguous, so row R is at out + R*dim. */
+struct apply_ctx {
+  const struct ab__kernels *kern;
+  float *table; /* [n, 2h]: cos then sin per token (kernels/rope.h) */
+  struct ab_tensor x;
+  float *out;
+  int64_t dim, h, rows, rows_per_piece;
+  int64_t inner_len, inner_stride;
+  int n_outer;
+  int64_t outer_shape[2], outer_stride[2];
+  int seq_outer; /* index into outer dims of the sequence axis, or -1 when
+                    the sequence is the inner axis */
+  int interleaved, nt, direct;
+  /* Long sequences on the inner axis (bhsd) are cut into blocks of blk_len
+   * tokens and pieces are numbered block-major, heads fastest: pieces run
+   * in order then reuse one block of the table from L2 for every head. */
+  int blocked;
+  int64_t blk_len, outer_rows;
+};
+
+static void apply_destroy(struct ab_job *job)
+{
+  struct apply_ctx *cx = job->ctx;
+
+  if (cx)
+    ab__free_aligned(cx->table);
+}
+
+/* Convert `cnt` rows of x starting at element offset off to contiguous
+ * float32 rows of dim in dst. */
+static void gather_rows(const struct apply_ctx *cx, int64_t off, int64_t cnt,
+                        float *dst)
+{
+  const struct ab_tensor *x = &cx->x;
+  int64_t q, c, cs = x->stride[x->ndim - 1];
+  size_t esz = ab_dtype_size((enum ab_dtype)x->dtype);
+
+  for (q = 0; q < cnt; q++) {
+    int64_t base = off + q * cx->inner_stride;
+    float *d = dst + q * cx->dim;
+    if (cs == 1)
+      ab_convert(d, AB_DTYPE_F32, (const char *)x->data + (size_t)base * esz,
+                 (enum ab_dtype)x->dtype, cx->dim);
+    else
+      for (c = 0; c < cx->dim; c++)
+        d[c] = ab__load_f32(x->data, x->dtype, base + c * cs);
+  }
+}
+
+static enum ab_status apply_piece(const struct ab_job *job, int64_t piece,
+                                  void *scratch)
+{
+  const struct apply_ctx *cx = job->ctx;
+  int64_t R, r1;
+
+  if (cx->blocked) {
+    int64_t o = piece % cx->outer_rows, blk = piece / cx->outer_rows;
+    R = o * cx->inner_len + blk * cx->blk_len;
+    r1 = ab__min64((o + 1) * cx->inner_len, R + cx->blk_len);
+  } else {
+    R = piece * cx->rows_per_piece;
+    r1 = ab__min64(cx->rows, R + cx->rows_per_piece);
+  }
+
+  while (R < r1) {
+    int64_t o = R / cx->inner_len, i = R % cx->inner_len;
+    int64_t cnt = ab__min64(cx->inner_len - i, r1 - R);
+    int64_t off = i * cx->inner_stride, t = i, ldcs = 2 * cx->h;
+    const float *src;
+    int d;
+
+    /* Unravel the outer index (row-major) into an element offset. */
+    for (d = cx->n_outer - 1; d >= 0; d--) {
+      int64_t idx = o % cx->outer_shape[d];
+      o /= cx->outer_shape[d];
+      off += idx * cx->outer_stride[d];
+      if (d == cx->seq_outer)
+        t = idx;
+    }
+    if (cx->seq_outer >= 0)
+      ldcs = 0; /* every row of this run is the same token (heads) */
+    if (cx->direct) {
+      src = (const float *)cx->x.data + off;
+      cx->kern->rope.rotate_rows(cx->out + R * cx->dim, cx->dim, src,
+                                 cx->inner_stride, cx->table + t * 2 * cx->h,
+                                 ldcs, cnt, cx->h, cx->dim, cx->interleaved,
+                                 cx->nt);
+    } else {
+      gather_rows(cx, off, cnt, scratch);
+      cx->kern->rope.rotate_rows(cx->out + R * cx->dim, cx->dim, scratch,
+                                 cx->dim, cx->table + t * 2 * cx->h, ldcs, cnt,
+                                 cx->h, cx->dim, cx->interleaved, cx->nt);
+    }
+    R += cnt;
+  }
+  return AB_STATUS_OK;
+}
+
+/* The compact table of the apply job: token t gets [c(h), s(h)]. */
+static void build_table(const struct rope_plan *pl,
+                        const struct ab__kernels *kern, const int64_t *pos,
+                        int64_t n, int is_key, float *table)
+{
+  struct pair_chunk ch;
+  double theta[ROPE_CHUNK];
+  int64_t j0, t, h = pl->half;
+
+  for (j0 = 0; j0 < h; j0 += ROPE_CHUNK) {
+    chunk_fill(pl, j0, &ch);
+    for (t = 0; t < n; t++)
+      chunk_row(pl, kern, &ch, pos, n, t, is_key, theta,
+                table + t * 2 * h + j0, table + t * 2 * h + h + j0);
+  }
+}
+
+static int ranges_overlap(const void *a, size_t alen, const void *b,
+                          size_t blen)
+{
+  uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+
+  return a0 < b0 + blen && b0 < a0 + alen;
+}
+
+enum ab_status ab_rope_apply_job(const struct ab_rope_params *p,
+                                 int64_t seq_len, const struct ab_tensor *x,
+                                 enum ab_layout layout,
+                                 const int64_t *positions, int is_key,
+                                 float *out, ab_job_t **job)
+{
+  struct rope_plan pl;
+  struct apply_ctx *cx;
+  enum ab_status st;
+  int64_t dim, n, rows, cells, extent = 0;
+  int nd, seq_axis, d, f32_contig;
+  size_t esz;
+
+  if (!job)
+    return ab__fail(AB_STATUS_INVALID_ARG, "job", "job pointer is NULL");
+  *job = NULL;
+  if ((st = plan_init(p, seq_len, &pl)) != AB_STATUS_OK)
+    return st;
+  if ((st = ab__check_tensor(x, "x", 0)) != AB_STATUS_OK)
+    return st;
+  nd = x->ndim;
+  if (nd < 2)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "x",
+                    "x has rank %d; RoPE needs [seq, head_dim] or more", nd);
+  if (layout != AB_LAYOUT_BHSD && layout != AB_LAYOUT_BSHD)
+    return ab__fail(AB_STATUS_INVALID_ARG, "layout",
+                    "layout %d is neither bhsd (0) nor bshd (1)", (int)layout);
+  dim = x->shape[nd - 1];
+  if (dim != pl.head_dim)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "x",
+                    "x has %lld channels in its last dimension but head_dim "
+                    "is %lld",
+                    (long long)dim, (long long)pl.head_dim);
+  /* rank 2 is [S, D]; otherwise bhsd puts S just before D, bshd before H. */
+  seq_axis = (nd == 2 || layout == AB_LAYOUT_BHSD) ? nd - 2 : nd - 3;
+  n = x->shape[seq_axis];
+  if (!positions)
+    return ab__fail(AB_STATUS_INVALID_ARG, "positions", "positions is NULL");
+  if (!out)
+    return ab__fail(AB_STATUS_INVALID_ARG, "out", "out is NULL");
+  rows = ab_tensor_numel(x) / dim;
+  if (ab_mul_overflow(n, pl.rotary_dim, &cells) ||
+      (uint64_t)cells > SIZE_MAX / sizeof(float))
+    return ab__fail(AB_STATUS_OVERFLOW, "x", "the cos/sin table overflows");
+
+  /* out may be x itself only when x is already what out will be. */
+  esz = ab_dtype_size((enum ab_dtype)x->dtype);
+  for (d = 0; d < nd; d++)
+    extent += (x->shape[d] - 1) * x->stride[d];
+  f32_contig = x->dtype == AB_DTYPE_F32 && ab_tensor_is_contiguous(x);
+  if (ranges_overlap(x->data, (size_t)(extent + 1) * esz, out,
+                     (size_t)(rows * dim) * sizeof(float)) &&
+      !(out == x->data && f32_contig))
+    return ab__fail(AB_STATUS_INVALID_ARG, "out",
+                    "out overlaps x; in place is allowed only with out == x "
+                    "and x contiguous float32");
+
+  if ((st = ab__job_new(sizeof *cx, job)) != AB_STATUS_OK)
+    return st;
+  cx = (*job)->ctx;
+  (*job)->destroy = apply_destroy;
+  cx->kern = ab__kernels();
+  cx->table = ab__malloc_aligned((size_t)cells * sizeof(float));
+  if (!cx->table) {
+    ab_job_free(*job);
+    *job = NULL;
+    return ab__fail(AB_STATUS_NO_MEMORY, "x",
+                    "cannot allocate the %lld x %lld cos/sin table",
+                    (long long)n, (long long)pl.rotary_dim);
+  }
+  build_table(&pl, cx->kern, positions, n, is_key != 0, cx->table);
+
+  cx->x = *x;
+  cx->out = out;
+  cx->dim = dim;
+  cx->h = pl.half;
+  cx->rows = rows;
+  cx->inner_len = x->shape[nd - 2];
+  cx->inner_stride = x->stride[nd - 2];
+  cx->n_outer = nd - 2;
+  for (d = 0; d < nd - 2; d++) {
+    cx->outer_shape[d] = x->shape[d];
+    cx->outer_stride[d] = x->stride[d];
+  }
+  cx->seq_outer = seq_axis == nd - 2 ? -1 : seq_axis;
+  cx->interleaved = pl.interleaved;
+  cx->nt = rows * dim * (int64_t)sizeof(float) >= ROPE_NT_BYTES;
+  /* Rows are read in place when they already are float32 rows. */
+  cx->direct = x->dtype == AB_DTYPE_F32 && x->stride[nd - 1] == 1;
+  cx->rows_per_piece = ab__max64(1, ROPE_PIECE_BYTES / (dim * 4));
+  cx->outer_rows = rows / cx->inner_len;
+  cx->blocked = cx->seq_outer < 0 && cx->inner_len > cx->rows_per_piece;
+  if (cx->blocked) {
+    /* Equal blocks no longer than a piece. */
+    int64_t nblk =
+        (cx->inner_len + cx->rows_per_piece - 1) / cx->rows_per_piece;
+    cx->blk_len = (cx->inner_len + nblk - 1) / nblk;
+    nblk = (cx->inner_len + cx->blk_len - 1) / cx->blk_len;
+    (*job)->pieces = nblk * cx->outer_rows;
+  } else {
+    (*job)->pieces = (rows + cx->rows_per_piece - 1) / cx->rows_per_piece;
+  }
+  (*job)->scratch_size =
+      cx->direct ? 0 : (size_t)(cx->rows_per_piece * dim) * sizeof(float);
+  (*job)->flops = 6.0 * (double)rows * (double)pl.half;
+  (*job)->run = apply_piece;
+  return AB_STATUS_OK;
+}
+
+enum ab_status ab_rope_apply(const struct ab_rope_params *p, int64_t seq_len,
+                             const struct ab_tensor *x, enum ab_layout layout,
+                             const int64_t *positions, int is_key, float *out)
+{
+  ab_job_t *job = NULL;
+  enum ab_status st =
+      ab_rope_apply_job(p, seq_len, x, layout, positions, is_key, out, &job);
+
+  if (st)
+    return st;
+  st = ab_job_run_all(job);
+  ab_job_free(job);
+  return st;
+}
