@@ -161,7 +161,9 @@ static enum ab_status check_rotary_dim(const struct ab_rope_params *p,
                       "rotary_dim %lld must be positive", (long long)r);
   } else {
     double f = p->partial_rotary_factor;
-    arg = "partial_rotary_factor";
+    /* The whole head rotates by default: an odd head_dim is then the
+     * head_dim's fault, not the factor's. */
+    arg = f == 1.0 ? "head_dim" : "partial_rotary_factor";
     if (!positive(f) || f > 1.0)
       return ab__fail(AB_STATUS_INVALID_ARG, arg,
                       "partial_rotary_factor %g must be in (0, 1]", f);
@@ -179,8 +181,9 @@ static enum ab_status check_rotary_dim(const struct ab_rope_params *p,
                     (long long)p->head_dim);
   if (r % 2 != 0)
     return ab__fail(AB_STATUS_INVALID_ARG, arg,
-                    "rotary_dim %lld must be even (channels rotate in pairs)",
-                    (long long)r);
+                    "rotary_dim %lld (head_dim %lld) must be even: channels "
+                    "rotate in pairs",
+                    (long long)r, (long long)p->head_dim);
   if (p->rope_type == AB_ROPE_VISION2D && r % 4 != 0)
     return ab__fail(AB_STATUS_INVALID_ARG, arg,
                     "rotary_dim %lld must be a multiple of 4 for vision2d "

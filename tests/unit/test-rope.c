@@ -1177,6 +1177,9 @@ TEST(rope_errors)
   CHECK_FAILS(ab_rope_check(&p, NULL, NULL, NULL), AB_STATUS_INVALID_ARG,
               "partial_rotary_factor");
   p.partial_rotary_factor = 1;
+  p.head_dim = 7; /* the whole head rotates: the odd head_dim is to blame */
+  CHECK_FAILS(ab_rope_check(&p, NULL, NULL, NULL), AB_STATUS_INVALID_ARG,
+              "head_dim");
   p.head_dim = 0;
   CHECK_FAILS(ab_rope_check(&p, NULL, NULL, NULL), AB_STATUS_INVALID_ARG,
               "head_dim");
