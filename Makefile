@@ -87,6 +87,10 @@ $(BUILD)/server/%.o: server/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Iserver $(SRV_CFLAGS) -MMD -MP -c $< -o $@
 
+# The OpenAPI document is embedded in the binary (.incbin in health.c, path
+# relative to this directory); -MMD cannot see that dependency.
+$(BUILD)/server/handlers/health.o: api/openapi.yaml
+
 $(BUILD)/tests/server/%.o: tests/server/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Iserver -Itests/runner $(SRV_CFLAGS) -MMD -MP -c $< -o $@
@@ -133,6 +137,107 @@ asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \
 	  CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	  LDFLAGS="-fsanitize=address,undefined" test
+
+# ---- benchmark --------------------------------------------------------------
+# `make bench` builds bench/ at -O2 and links it with the normal library
+# objects (the library itself is never built with -march=native), builds the
+# server and the bare libmicrohttpd yardstick, then prints the table and
+# writes bench/results.json.  BENCH_QUICK=1 for a fast smoke run;
+# `make bench-deps` installs the optional peer (python3-torch) and wrk.
+BENCH_SRC   := $(filter-out bench/bare-server.c,$(wildcard bench/*.c))
+BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o)
+BENCH_BIN    = $(BUILD)/bench/bench
+BARE_BIN     = $(BUILD)/bench/bare-server
+# The codec rows call the server's codec: its objects (all but main.o) go
+# in an archive so that only the members the codec needs are linked.
+BENCH_CODEC := $(if $(wildcard server/codec/*.c),1,0)
+BENCH_SRV_A := $(if $(filter 1,$(BENCH_CODEC)),$(BUILD)/bench/libsrv.a)
+BENCH_CFLAGS = $(BASE_CFLAGS) -O2 -Iserver $(SRV_CFLAGS) \
+               -DBENCH_HAVE_CODEC=$(BENCH_CODEC)
+
+$(BUILD)/bench/probe-avx2.o:   FLAGS_ISA = -mavx2 -mfma
+$(BUILD)/bench/probe-avx512.o: FLAGS_ISA = -mavx512f -mfma
+
+$(BUILD)/bench/%.o: bench/%.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) $(FLAGS_ISA) -MMD -MP -c $< -o $@
+
+# codec.o is compiled with or without the codec: rebuild it when that changes.
+$(BUILD)/bench/codec.o: $(wildcard server/codec/*.c)
+
+$(BUILD)/bench/libsrv.a: $(SRV_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BENCH_BIN): $(BENCH_OBJ) $(BENCH_SRV_A) $(LIB_A)
+	$(CC) -pthread $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BENCH_SRV_A) $(LIB_A) \
+	  $(SRV_LIBS) -lm
+
+$(BARE_BIN): bench/bare-server.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -MMD -MP -o $@ $< \
+	  $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+
+.PHONY: bench-deps
+bench: $(DEPS_STAMP) $(BENCH_BIN) $(BARE_BIN) $(if $(SRV_SRC),$(SERVER))
+	$(BENCH_BIN) --server $(SERVER) --bare $(BARE_BIN) \
+	  --torch bench/torch_bench.py --python $(PYTHON) --lua bench/post.lua \
+	  --out bench/results.json
+
+# Optional bench peers, as root: Debian's python3-torch (1.13) with OpenBLAS
+# (without it torch runs on the reference BLAS, a strawman), and wrk.
+bench-deps:
+	@missing=""; \
+	$(PYTHON) -c 'import torch' 2>/dev/null || missing="$$missing python3-torch"; \
+	dpkg-query -W -f='$${Status}' libopenblas0-openmp 2>/dev/null | \
+	  grep -q 'ok installed' || missing="$$missing libopenblas0-openmp"; \
+	command -v wrk >/dev/null || missing="$$missing wrk"; \
+	if [ -z "$$missing" ]; then echo "bench peers present"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing:$$missing"; \
+	  apt-get install -y -q $$missing || \
+	    (apt-get update -q && apt-get install -y -q $$missing); \
+	else echo "missing:$$missing (apt-get install them as root)"; exit 1; fi
+
+# ---- fuzzing ----------------------------------------------------------------
+# `make fuzz` rebuilds the codec with clang's libFuzzer, ASan and UBSan in
+# $(FUZZ_BUILD)/ and fuzzes tests/fuzz/fuzz-codec.c for FUZZ_SECONDS from a
+# scratch copy of tests/fuzz/corpus/ (add any crash it finds there).
+# `make fuzz-replay` replays the corpus with the normal compiler; the server
+# test binary also replays it (tests/server/test-codec-fuzz.c).
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SRV     := $(wildcard server/codec/*.c) server/util/arena.c \
+                server/util/buf.c server/util/err.c
+FUZZ_SRV_OBJ  = $(FUZZ_SRV:%.c=$(BUILD)/%.o)
+REPLAY        = $(BUILD)/tests/fuzz/replay
+
+.PHONY: fuzz fuzz-replay
+$(BUILD)/tests/fuzz/%.o: tests/fuzz/%.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -Iserver $(SRV_CFLAGS) -MMD -MP -c $< -o $@
+
+$(REPLAY): $(BUILD)/tests/fuzz/standalone.o $(BUILD)/tests/fuzz/fuzz-codec.o \
+           $(FUZZ_SRV_OBJ) $(LIB_A)
+	$(CC) -pthread $(LDFLAGS) -o $@ $^ $(SRV_LIBS) -lm
+
+fuzz-replay: $(REPLAY)
+	$(REPLAY) tests/fuzz/corpus
+
+$(BUILD)/tests/fuzz/fuzz-codec: $(BUILD)/tests/fuzz/fuzz-codec.o \
+                                $(FUZZ_SRV_OBJ) $(LIB_A)
+	$(CC) -fsanitize=fuzzer,address,undefined -pthread -o $@ $^ \
+	  $(SRV_LIBS) -lm
+
+fuzz: $(DEPS_STAMP)
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer" \
+	  CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
+	  $(FUZZ_BUILD)/tests/fuzz/fuzz-codec
+	@mkdir -p $(FUZZ_BUILD)/corpus && cp tests/fuzz/corpus/* $(FUZZ_BUILD)/corpus/
+	$(FUZZ_BUILD)/tests/fuzz/fuzz-codec -max_total_time=$(FUZZ_SECONDS) \
+	  -max_len=65536 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/ \
+	  $(FUZZ_BUILD)/corpus
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -67,7 +67,9 @@ void *srv_arena_calloc(struct srv_arena *a, size_t n, size_t size);
 char *srv_arena_strdup(struct srv_arena *a, const char *s);
 void srv_arena_free(struct srv_arena *a);
 
-/* A growable byte buffer with a ceiling (curl dynbuf). */
+/* A growable byte buffer with a ceiling (curl dynbuf).  max 0 (or a
+ * zero-filled struct): no ceiling.  The bytes stay NUL-terminated (not
+ * counted in len); a failing call leaves the buffer as it was. */
 struct srv_buf {
   char *data;
   size_t len, cap, max;
@@ -147,6 +149,7 @@ struct srv_call {
   int out_dtype;            /* "output_dtype" (enum ab_dtype), default F32 */
   int b64;                  /* "encoding": "b64" */
   const char *pick;         /* "output": name (for npy), or NULL */
+  void *codec;              /* codec-private (parsed number spans), arena */
 
   /* ---- set by the handler's prepare ---- */
   ab_job_t *jobs[SRV_MAX_JOBS]; /* run before finish; freed by the call */
@@ -175,7 +178,8 @@ typedef int (*srv_handler_fn)(struct srv_call *c, struct srv_err *err);
 
 enum srv_route_flags {
   SRV_ROUTE_PUBLIC = 1,  /* no API key needed (health, metrics, openapi) */
-  SRV_ROUTE_BODY = 2     /* takes a request body (POST) */
+  SRV_ROUTE_BODY = 2,    /* takes a request body (POST) */
+  SRV_ROUTE_PNG = 4      /* may answer image/png (Accept negotiation) */
 };
 
 struct srv_route {

@@ -1,0 +1,132 @@
+/* codec-internal.h: helpers shared by the files of server/codec/ (JSON text
+ * escaping, base64, JSON pointers, the fast number-array path, the
+ * safetensors reader and the float formatters).  Nothing outside codec/
+ * includes this header; the public seams are in srv.h. */
+#ifndef SRV_CODEC_INTERNAL_H
+#define SRV_CODEC_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "srv.h"
+
+/* Deepest nesting of arrays/objects accepted in any JSON text (request
+ * bodies, safetensors headers and their "params").  jansson recurses per
+ * level, so the bound is checked by a pre-scan before jansson sees the text. */
+#define SRV_CODEC_MAX_DEPTH 64
+
+/* Arrays of at least this many numbers, as the value of a "data" member,
+ * are parsed by the codec's own number parser instead of becoming one
+ * jansson node per number (see numspan.c). */
+#define SRV_CODEC_SPAN_MIN 64
+
+/* ---- per-call codec state (c->codec, in the arena) ---------------------- */
+
+/* One "data" array the pre-scan parsed itself.  In the text handed to
+ * jansson the array is replaced by the string "\u0000<index>", which no
+ * request can contain (see numspan.c). */
+struct srv_codec_span {
+  const double *v; /* the numbers, exactly as jansson would have read them */
+  int64_t n;
+};
+
+struct srv_codec_state {
+  struct srv_codec_span *spans;
+  int nspans, cap;
+};
+
+/* ---- JSON text ---------------------------------------------------------- */
+
+/* Append s[0..n) as a quoted JSON string: quotes, backslashes and control
+ * characters escaped, invalid UTF-8 replaced by U+FFFD so the output is
+ * always valid JSON.  Returns 0 or -1 (buffer ceiling / no memory). */
+int srv_codec__json_str(struct srv_buf *b, const char *s, size_t n);
+
+/* Build the JSON pointer of a dotted path into out ("bias.layers.0.weight"
+ * -> "/bias/layers/0/weight"), escaping '~' and '/' per RFC 6901.  Always
+ * NUL-terminates; truncates at cap. */
+void srv_codec__pointer(char *out, size_t cap, const char *dotted);
+
+/* Append one reference token to a pointer held in out (RFC 6901 escaping). */
+void srv_codec__pointer_add(char *out, size_t cap, const char *tok, size_t n);
+
+/* Parse a JSON text into an object: a pre-scan first rejects nesting deeper
+ * than SRV_CODEC_MAX_DEPTH (400 naming the pointer and byte offset) and,
+ * when c is not NULL, parses large "data" number arrays into c's spans so
+ * jansson never builds a node per number.  `what` names the text in
+ * details ("request body", "safetensors header").  Returns a new reference
+ * or NULL with err set (400 naming line, column and byte offset; 413/500
+ * when memory runs out). */
+json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
+                                size_t len, const char *what,
+                                struct srv_err *err);
+
+/* If j is a placeholder left by the pre-scan, return its span; else NULL. */
+const struct srv_codec_span *srv_codec__span(const struct srv_call *c,
+                                             const json_t *j);
+
+/* Parse one JSON number token s[0..n) exactly as jansson 2.14 does
+ * (integers through int64 then converted to double, reals by correctly
+ * rounded decimal conversion).  Returns 0, or -1 if the token is not a JSON
+ * number or jansson would reject it (integer out of int64, real overflow). */
+int srv_codec__parse_number(const char *s, size_t n, double *out);
+
+/* ---- base64 (RFC 4648, standard alphabet, '=' padding) ------------------ */
+
+/* Bytes that n base64 characters decode to, or -1 when n characters cannot
+ * be a padded base64 text (length not a multiple of 4, bad padding). */
+int64_t srv_codec__b64_decoded_len(const char *s, size_t n);
+/* Decode s[0..n) into dst (exactly srv_codec__b64_decoded_len bytes).
+ * Returns 0, or -1 with *bad set to the offset of the first invalid
+ * character. */
+int srv_codec__b64_decode(void *dst, const char *s, size_t n, size_t *bad);
+/* Characters needed for n bytes (with padding). */
+size_t srv_codec__b64_encoded_len(size_t n);
+/* Encode n bytes into dst (srv_codec__b64_encoded_len(n) characters, no
+ * terminator). */
+void srv_codec__b64_encode(char *dst, const void *src, size_t n);
+
+/* ---- numbers ------------------------------------------------------------ */
+
+/* Shortest decimal that reads back as the same double (17 digits at most),
+ * plain JSON number; non-finite values as the JSON strings "inf", "-inf",
+ * "nan".  Writes at most 32 bytes, no terminator; returns the length. */
+size_t srv_codec__fmt_f64(char *buf, double v);
+
+/* The simple reference formatter for float32: the first of %.1g .. %.9g
+ * that strtof reads back.  Used by tests and the benchmark to check and
+ * compare srv_codec_fmt_f32. */
+size_t srv_codec__fmt_f32_simple(char *buf, float v);
+
+/* ---- arena -------------------------------------------------------------- */
+
+/* srv_arena_alloc that turns failure into an error: 413 when the arena's
+ * cap is what refused (the request needs more memory than allowed), 500
+ * when malloc failed.  `field` names what was being decoded. */
+void *srv_codec__alloc(struct srv_call *c, size_t n, const char *field,
+                       struct srv_err *err);
+
+/* ---- safetensors (safetensors.c) ---------------------------------------- */
+
+/* Decode a safetensors request body into c->bin and c->params. */
+int srv_codec__st_decode(struct srv_call *c, struct srv_err *err);
+/* Encode c's outputs as a safetensors file into c->resp_body. */
+int srv_codec__st_encode(struct srv_call *c, struct srv_err *err);
+/* Encode one output as a .npy (format 1.0) file into c->resp_body. */
+int srv_codec__npy_encode(struct srv_call *c, const struct srv_output *o,
+                          struct srv_err *err);
+
+/* ---- encode helpers (encode.c) ------------------------------------------ */
+
+/* The bytes of output o converted to dtype `to` (float outputs) or as is
+ * (int32): points into the arena or at o's own data.  *nbytes receives the
+ * size. */
+const void *srv_codec__output_bytes(struct srv_call *c,
+                                    const struct srv_output *o, int to,
+                                    size_t *nbytes, struct srv_err *err);
+/* The dtype an output is written in: int32 stays int32, float outputs take
+ * c->out_dtype. */
+int srv_codec__output_dtype(const struct srv_call *c,
+                            const struct srv_output *o);
+
+#endif /* SRV_CODEC_INTERNAL_H */

@@ -1,0 +1,326 @@
+/* decode.c: srv_codec_decode_request -- Content-Type (415), Accept
+ * negotiation (406), the request body into c->params / c->bin, and the
+ * generic output options "encoding", "output_dtype", "output". */
+#include "codec-internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* ======================================================================
+ * media types
+ * ====================================================================== */
+
+/* One parsed media type or media range: "type/subtype; a=b; q=0.5". */
+struct media {
+  const char *type, *sub;
+  size_t tlen, slen;
+  int q;           /* weight in thousandths; 1000 when absent */
+  int q_ok;        /* 0: a malformed weight (the range is ignored) */
+  const char *charset;
+  size_t cslen;
+};
+
+static const char *skip_ows(const char *p, const char *e)
+{
+  while (p < e && (*p == ' ' || *p == '\t'))
+    p++;
+  return p;
+}
+
+static int is_tchar(char ch)
+{
+  return isalnum((unsigned char)ch) || strchr("!#$%&'*+-.^_`|~", ch);
+}
+
+/* qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ) */
+static int parse_q(const char *v, size_t n, int *q)
+{
+  int val, scale = 100;
+  size_t i;
+
+  if (n == 0 || (v[0] != '0' && v[0] != '1'))
+    return -1;
+  val = (v[0] - '0') * 1000;
+  if (n == 1)
+    goto done;
+  if (v[1] != '.' || n > 5)
+    return -1;
+  for (i = 2; i < n; i++, scale /= 10) {
+    if (v[i] < '0' || v[i] > '9')
+      return -1;
+    val += (v[i] - '0') * scale;
+  }
+done:
+  if (val > 1000)
+    return -1;
+  *q = val;
+  return 0;
+}
+
+/* Parse p[0..e) as one media type with parameters.  Returns 0, or -1 when
+ * it is not "token/token". */
+static int parse_media(const char *p, const char *e, struct media *m)
+{
+  memset(m, 0, sizeof *m);
+  m->q = 1000;
+  m->q_ok = 1;
+  p = skip_ows(p, e);
+  m->type = p;
+  while (p < e && is_tchar(*p))
+    p++;
+  m->tlen = (size_t)(p - m->type);
+  if (!m->tlen || p >= e || *p != '/')
+    return -1;
+  m->sub = ++p;
+  while (p < e && is_tchar(*p))
+    p++;
+  m->slen = (size_t)(p - m->sub);
+  if (!m->slen)
+    return -1;
+  for (;;) {
+    const char *name, *val;
+    size_t nlen, vlen;
+    p = skip_ows(p, e);
+    if (p >= e)
+      return 0;
+    if (*p != ';')
+      return -1;
+    p = skip_ows(p + 1, e);
+    if (p >= e)
+      return 0; /* a trailing ';' is harmless */
+    name = p;
+    while (p < e && is_tchar(*p))
+      p++;
+    nlen = (size_t)(p - name);
+    if (!nlen || p >= e || *p != '=')
+      return -1;
+    val = ++p;
+    if (p < e && *p == '"') { /* quoted-string */
+      val = ++p;
+      while (p < e && *p != '"') {
+        if (*p == '\\' && p + 1 < e)
+          p++;
+        p++;
+      }
+      if (p >= e)
+        return -1;
+      vlen = (size_t)(p - val);
+      p++;
+    } else {
+      while (p < e && is_tchar(*p))
+        p++;
+      vlen = (size_t)(p - val);
+    }
+    if (nlen == 1 && (name[0] == 'q' || name[0] == 'Q')) {
+      if (parse_q(val, vlen, &m->q))
+        m->q_ok = 0;
+    } else if (nlen == 7 && strncasecmp(name, "charset", 7) == 0) {
+      m->charset = val;
+      m->cslen = vlen;
+    }
+  }
+}
+
+static int media_is(const struct media *m, const char *type, const char *sub)
+{
+  return m->tlen == strlen(type) && strncasecmp(m->type, type, m->tlen) == 0 &&
+         m->slen == strlen(sub) && strncasecmp(m->sub, sub, m->slen) == 0;
+}
+
+/* The formats a response can take, in the server's order of preference
+ * (used when the client's weights tie). */
+static const struct {
+  enum srv_fmt fmt;
+  const char *type, *sub;
+} g_offers[] = {
+    {SRV_FMT_JSON, "application", "json"},
+    {SRV_FMT_SAFETENSORS, "application", "vnd.safetensors"},
+    {SRV_FMT_NPY, "application", "x-npy"},
+    {SRV_FMT_PNG, "image", "png"},
+};
+
+/* RFC 9110 12.5.1: each offered type takes the weight of the most specific
+ * range that matches it (type/subtype over type/ over any); the
+ * highest weight wins, then the more specific match, then our order.
+ * Returns 0 with *fmt set, or -1 when every offer has weight 0. */
+static int negotiate(const char *accept, int png_ok, enum srv_fmt *fmt)
+{
+  int best_q = 0, best_spec = -1;
+  size_t o;
+
+  for (o = 0; o < sizeof g_offers / sizeof g_offers[0]; o++) {
+    const char *p = accept, *end;
+    int q = -1, spec = -1;
+    if (g_offers[o].fmt == SRV_FMT_PNG && !png_ok)
+      continue;
+    while (*p) {
+      struct media m;
+      int s;
+      end = strchr(p, ',');
+      if (!end)
+        end = p + strlen(p);
+      if (parse_media(p, end, &m) == 0 && m.q_ok) {
+        if (m.tlen == 1 && m.type[0] == '*' && m.slen == 1 && m.sub[0] == '*')
+          s = 0;
+        else if (m.tlen == strlen(g_offers[o].type) &&
+                 strncasecmp(m.type, g_offers[o].type, m.tlen) == 0 &&
+                 m.slen == 1 && m.sub[0] == '*')
+          s = 1;
+        else if (media_is(&m, g_offers[o].type, g_offers[o].sub))
+          s = 2;
+        else
+          s = -1;
+        if (s > spec) {
+          spec = s;
+          q = m.q;
+        }
+      }
+      p = *end ? end + 1 : end;
+    }
+    if (spec >= 0 && q > 0 &&
+        (q > best_q || (q == best_q && spec > best_spec))) {
+      best_q = q;
+      best_spec = spec;
+      *fmt = g_offers[o].fmt;
+    }
+  }
+  return best_spec >= 0 ? 0 : -1;
+}
+
+static int blank(const char *s)
+{
+  if (!s)
+    return 1;
+  while (*s == ' ' || *s == '\t')
+    s++;
+  return *s == '\0';
+}
+
+enum body_kind { BODY_JSON, BODY_SAFETENSORS };
+
+static int classify_content_type(const char *ct, enum body_kind *kind,
+                                 struct srv_err *err)
+{
+  struct media m;
+
+  *kind = BODY_JSON;
+  if (blank(ct))
+    return 0; /* absent: JSON */
+  if (parse_media(ct, ct + strlen(ct), &m) == 0) {
+    if (media_is(&m, "application", "json")) {
+      /* JSON is UTF-8 (RFC 8259 8.1); any other charset is not JSON. */
+      if (m.charset && !(m.cslen == 5 && strncasecmp(m.charset, "utf-8", 5) == 0) &&
+          !(m.cslen == 4 && strncasecmp(m.charset, "utf8", 4) == 0))
+        return srv_fail(err, 415, NULL,
+                        "Content-Type \"%.100s\": JSON bodies must be UTF-8",
+                        ct);
+      return 0;
+    }
+    if (media_is(&m, "application", "vnd.safetensors")) {
+      *kind = BODY_SAFETENSORS;
+      return 0;
+    }
+  }
+  return srv_fail(err, 415, NULL,
+                  "Content-Type \"%.100s\" is not supported; send "
+                  "application/json or application/vnd.safetensors",
+                  ct);
+}
+
+/* ======================================================================
+ * output options
+ * ====================================================================== */
+
+static int read_options(struct srv_call *c, struct srv_err *err)
+{
+  const json_t *j;
+
+  j = json_object_get(c->params, "encoding");
+  if (j) {
+    const char *s = json_string_value(j);
+    if (s && strcmp(s, "json") == 0)
+      c->b64 = 0;
+    else if (s && strcmp(s, "b64") == 0)
+      c->b64 = 1;
+    else
+      return srv_fail(err, 400, "/encoding",
+                      "encoding %s%.40s%s is not \"json\" or \"b64\"",
+                      s ? "\"" : "", s ? s : "(not a string)", s ? "\"" : "");
+  }
+  j = json_object_get(c->params, "output_dtype");
+  if (j) {
+    const char *s = json_string_value(j);
+    int d = s ? ab_dtype_parse(s) : -1;
+    if (d < 0 || d == AB_DTYPE_I32)
+      return srv_fail(err, 400, "/output_dtype",
+                      "output_dtype %s%.40s%s is not one of \"float32\", "
+                      "\"float16\", \"bfloat16\", \"float64\"",
+                      s ? "\"" : "", s ? s : "(not a string)", s ? "\"" : "");
+    c->out_dtype = d;
+  }
+  j = json_object_get(c->params, "output");
+  if (j) {
+    if (!json_is_string(j))
+      return srv_fail(err, 400, "/output",
+                      "output must be a string naming one output");
+    c->pick = srv_arena_strdup(&c->arena, json_string_value(j));
+    if (!c->pick)
+      return srv_fail(err, 500, "/output", "out of memory");
+  }
+  return 0;
+}
+
+/* ======================================================================
+ * the request
+ * ====================================================================== */
+
+int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
+{
+  enum body_kind kind;
+  int png_ok = c->route && (c->route->flags & SRV_ROUTE_PNG);
+
+  c->params = NULL;
+  c->bin = NULL;
+  c->nbin = 0;
+  c->fmt = SRV_FMT_JSON;
+  c->out_dtype = AB_DTYPE_F32;
+  c->b64 = 0;
+  c->pick = NULL;
+  c->codec = NULL;
+
+  if (classify_content_type(c->content_type, &kind, err))
+    return -1;
+
+  if (!blank(c->accept) && negotiate(c->accept, png_ok, &c->fmt) != 0) {
+    /* Routes without a body answer one fixed type (health, metrics,
+     * openapi): RFC 9110 12.5.1 lets them disregard Accept. */
+    if (!c->route || (c->route->flags & SRV_ROUTE_BODY))
+      return srv_fail(err, 406, NULL,
+                      "Accept \"%.120s\" cannot be met; this route answers "
+                      "application/json, application/vnd.safetensors, "
+                      "application/x-npy%s",
+                      c->accept, png_ok ? " or image/png" : "");
+    c->fmt = SRV_FMT_JSON;
+  }
+
+  if (c->body_len == 0) {
+    if (kind == BODY_SAFETENSORS)
+      return srv_fail(err, 400, NULL,
+                      "the safetensors body is empty; it needs at least the "
+                      "8-byte header length");
+    c->params = json_object();
+    if (!c->params)
+      return srv_fail(err, 500, NULL, "out of memory");
+  } else if (kind == BODY_SAFETENSORS) {
+    if (srv_codec__st_decode(c, err))
+      return -1;
+  } else {
+    c->params = srv_codec__parse_object(c, c->body, c->body_len,
+                                        "the request body", err);
+    if (!c->params)
+      return -1;
+  }
+  return read_options(c, err);
+}

@@ -1,0 +1,391 @@
+/* encode.c: srv_codec_encode (the outputs of a call as JSON, safetensors,
+ * .npy, or the handler's own bytes) and srv_codec_problem (errors as
+ * application/problem+json, RFC 9457).  JSON numbers are written straight
+ * into the response buffer with srv_codec_fmt_f32 -- no jansson node per
+ * number. */
+#include "codec-internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Elements written per reservation of the response buffer: large enough
+ * to amortise the check, small enough that a response close to the
+ * ceiling is not refused for the worst case of the whole tensor. */
+#define EMIT_CHUNK 4096
+/* Longest text of one float32/float16 element plus its comma. */
+#define F32_MAX_TXT 16
+/* Longest text of one float64 element ("-2.2250738585072014e-308,"). */
+#define F64_MAX_TXT 32
+
+/* ======================================================================
+ * output bytes
+ * ====================================================================== */
+
+int srv_codec__output_dtype(const struct srv_call *c,
+                            const struct srv_output *o)
+{
+  if (o->t.dtype == AB_DTYPE_I32)
+    return AB_DTYPE_I32;
+  return c->out_dtype;
+}
+
+/* Copy a strided tensor of any dtype into contiguous row-major bytes. */
+static void gather(void *dst, const struct ab_tensor *t, int64_t numel)
+{
+  size_t es = ab_dtype_size((enum ab_dtype)t->dtype);
+  int64_t idx[AB_MAX_DIMS] = {0}, k;
+  char *o = dst;
+  int d;
+
+  for (k = 0; k < numel; k++) {
+    int64_t off = 0;
+    for (d = 0; d < t->ndim; d++)
+      off += idx[d] * t->stride[d];
+    memcpy(o + (size_t)k * es, (const char *)t->data + (size_t)off * es, es);
+    for (d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < t->shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+const void *srv_codec__output_bytes(struct srv_call *c,
+                                    const struct srv_output *o, int to,
+                                    size_t *nbytes, struct srv_err *err)
+{
+  int64_t n = ab_tensor_numel(&o->t);
+  const void *src = o->t.data;
+  void *dst;
+  size_t fs = ab_dtype_size((enum ab_dtype)o->t.dtype),
+         ts = ab_dtype_size((enum ab_dtype)to);
+  const char *name = o->name ? o->name : "?";
+
+  if (n < 0 || !fs || !ts || !o->t.data) {
+    srv_fail(err, 500, NULL, "output \"%s\" is not a valid tensor", name);
+    return NULL;
+  }
+  if (!ab_tensor_is_contiguous(&o->t)) {
+    void *g = srv_codec__alloc(c, (size_t)n * fs, "", err);
+    if (!g)
+      return NULL;
+    gather(g, &o->t, n);
+    src = g;
+  }
+  *nbytes = (size_t)n * ts;
+  if (to == o->t.dtype)
+    return src;
+  dst = srv_codec__alloc(c, (size_t)n * ts, "", err);
+  if (!dst)
+    return NULL;
+  if (ab_convert(dst, (enum ab_dtype)to, src, (enum ab_dtype)o->t.dtype, n) !=
+      AB_STATUS_OK) {
+    srv_fail(err, 500, NULL, "output \"%s\": %s", name,
+             ab_last_error()->msg);
+    return NULL;
+  }
+  return dst;
+}
+
+/* ======================================================================
+ * JSON
+ * ====================================================================== */
+
+static int out_fail(struct srv_call *c, size_t need, struct srv_err *err)
+{
+  struct srv_buf *b = &c->resp_body;
+  if (b->max && (need > b->max || b->len > b->max - need))
+    return srv_fail(err, 413, NULL,
+                    "the response would exceed %zu bytes (--max-output-mb); "
+                    "ask for fewer outputs, a binary Accept or "
+                    "\"encoding\": \"b64\"",
+                    b->max);
+  return srv_fail(err, 500, NULL, "out of memory writing the response");
+}
+
+static size_t fmt_i32(char *p, int32_t v)
+{
+  char tmp[12];
+  size_t n = 0, k = 0;
+  uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
+
+  if (v < 0)
+    p[n++] = '-';
+  do {
+    tmp[k++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  while (k)
+    p[n++] = tmp[--k];
+  return n;
+}
+
+/* The "data" array of n elements of dtype `to` at bytes. */
+static int emit_data(struct srv_call *c, const void *bytes, int to, int64_t n,
+                     struct srv_err *err)
+{
+  struct srv_buf *b = &c->resp_body;
+  size_t per = to == AB_DTYPE_F64 ? F64_MAX_TXT : F32_MAX_TXT;
+  int64_t i = 0, stop;
+
+  if (srv_buf_append(b, "[", 1))
+    return out_fail(c, 1, err);
+  while (i < n) {
+    char *p;
+    stop = n - i > EMIT_CHUNK ? i + EMIT_CHUNK : n;
+    if (srv_buf_reserve(b, (size_t)(stop - i) * per + 2))
+      return out_fail(c, (size_t)(stop - i) * per + 2, err);
+    p = b->data + b->len;
+    switch (to) {
+    case AB_DTYPE_F32: {
+      const float *f = bytes;
+      for (; i < stop; i++) {
+        p += srv_codec_fmt_f32(p, f[i]);
+        *p++ = ',';
+      }
+      break;
+    }
+    case AB_DTYPE_F16: {
+      /* The float16 value, exactly, as its shortest float32 text. */
+      const uint16_t *h = bytes;
+      for (; i < stop; i++) {
+        p += srv_codec_fmt_f32(p, ab_f16_to_f32(h[i]));
+        *p++ = ',';
+      }
+      break;
+    }
+    case AB_DTYPE_BF16: {
+      const uint16_t *h = bytes;
+      for (; i < stop; i++) {
+        p += srv_codec_fmt_f32(p, ab_bf16_to_f32(h[i]));
+        *p++ = ',';
+      }
+      break;
+    }
+    case AB_DTYPE_F64: {
+      const double *d = bytes;
+      for (; i < stop; i++) {
+        p += srv_codec__fmt_f64(p, d[i]);
+        *p++ = ',';
+      }
+      break;
+    }
+    case AB_DTYPE_I32: {
+      const int32_t *v = bytes;
+      for (; i < stop; i++) {
+        p += fmt_i32(p, v[i]);
+        *p++ = ',';
+      }
+      break;
+    }
+    default:
+      return srv_fail(err, 500, NULL, "output dtype %d cannot be written",
+                      to);
+    }
+    b->len = (size_t)(p - b->data);
+  }
+  if (n > 0)
+    b->len--; /* the last comma */
+  if (srv_buf_append(b, "]", 1))
+    return out_fail(c, 1, err);
+  return 0;
+}
+
+static int emit_tensor(struct srv_call *c, const struct srv_output *o,
+                       struct srv_err *err)
+{
+  struct srv_buf *b = &c->resp_body;
+  int to = srv_codec__output_dtype(c, o), d;
+  size_t nbytes;
+  const void *bytes = srv_codec__output_bytes(c, o, to, &nbytes, err);
+
+  if (!bytes)
+    return -1;
+  if (srv_buf_append(b, "{\"shape\":[", 10))
+    return out_fail(c, 10, err);
+  for (d = 0; d < o->t.ndim; d++)
+    if (srv_buf_printf(b, "%s%lld", d ? "," : "", (long long)o->t.shape[d]))
+      return out_fail(c, 24, err);
+  if (srv_buf_printf(b, "],\"dtype\":\"%s\",",
+                     ab_dtype_name((enum ab_dtype)to)))
+    return out_fail(c, 32, err);
+  if (c->b64) {
+    size_t el = srv_codec__b64_encoded_len(nbytes);
+    if (srv_buf_reserve(b, el + 16))
+      return out_fail(c, el + 16, err);
+    memcpy(b->data + b->len, "\"b64\":\"", 7);
+    b->len += 7;
+    srv_codec__b64_encode(b->data + b->len, bytes, nbytes);
+    b->len += el;
+    memcpy(b->data + b->len, "\"}", 2);
+    b->len += 2;
+    b->data[b->len] = '\0';
+    return 0;
+  }
+  if (srv_buf_append(b, "\"data\":", 7))
+    return out_fail(c, 7, err);
+  if (emit_data(c, bytes, to, ab_tensor_numel(&o->t), err))
+    return -1;
+  if (srv_buf_append(b, "}", 1))
+    return out_fail(c, 1, err);
+  return 0;
+}
+
+static int encode_json(struct srv_call *c, struct srv_err *err)
+{
+  struct srv_buf *b = &c->resp_body;
+  char num[40];
+  int i;
+
+  if (srv_buf_append(b, "{", 1))
+    return out_fail(c, 1, err);
+  for (i = 0; i < c->noutputs; i++) {
+    const struct srv_output *o = &c->outputs[i];
+    const char *name = o->name ? o->name : "";
+    if ((i && srv_buf_append(b, ",", 1)) ||
+        srv_codec__json_str(b, name, strlen(name)) ||
+        srv_buf_append(b, ":", 1))
+      return out_fail(c, strlen(name) + 8, err);
+    if (o->is_scalar) {
+      size_t n = srv_codec__fmt_f64(num, o->scalar);
+      if (srv_buf_append(b, num, n))
+        return out_fail(c, n, err);
+    } else if (emit_tensor(c, o, err)) {
+      return -1;
+    }
+  }
+  if (srv_buf_append(b, "}", 1))
+    return out_fail(c, 1, err);
+  c->resp_type = "application/json";
+  return 0;
+}
+
+/* ======================================================================
+ * the response
+ * ====================================================================== */
+
+static const struct srv_output *npy_output(const struct srv_call *c,
+                                           struct srv_err *err)
+{
+  const struct srv_output *found = NULL;
+  char names[256];
+  size_t n = 0;
+  int i, ntensors = 0;
+
+  names[0] = '\0';
+  for (i = 0; i < c->noutputs; i++) {
+    const struct srv_output *o = &c->outputs[i];
+    if (c->pick && o->name && strcmp(o->name, c->pick) == 0) {
+      if (o->is_scalar) {
+        srv_fail(err, 406, "/output",
+                 "output \"%s\" is a scalar; .npy carries one tensor",
+                 c->pick);
+        return NULL;
+      }
+      return o;
+    }
+    if (o->is_scalar)
+      continue;
+    ntensors++;
+    found = o;
+    if (n < sizeof names)
+      n += (size_t)snprintf(names + n, sizeof names - n, "%s\"%s\"",
+                            n ? ", " : "", o->name ? o->name : "?");
+  }
+  if (c->pick) {
+    srv_fail(err, 400, "/output",
+             "output \"%.60s\" is not among this response's tensors (%s)",
+             c->pick, names[0] ? names : "none");
+    return NULL;
+  }
+  if (ntensors == 1)
+    return found;
+  if (ntensors == 0)
+    srv_fail(err, 406, NULL,
+             "this response has no tensor output to write as .npy");
+  else
+    srv_fail(err, 406, "/output",
+             ".npy carries one tensor and this response has %d (%s); pick "
+             "one with \"output\": \"<name>\"",
+             ntensors, names);
+  return NULL;
+}
+
+int srv_codec_encode(struct srv_call *c, struct srv_err *err)
+{
+  int rc;
+
+  /* A handler's own body (PNG, YAML, text) passes through untouched. */
+  if (c->custom.len > 0) {
+    srv_buf_free(&c->resp_body);
+    c->resp_body.data = c->custom.data;
+    c->resp_body.len = c->custom.len;
+    c->resp_body.cap = c->custom.cap;
+    c->custom.data = NULL;
+    c->custom.len = c->custom.cap = 0;
+    c->resp_type = c->custom_type ? c->custom_type : "application/octet-stream";
+    if (!c->status)
+      c->status = 200;
+    return 0;
+  }
+  c->resp_body.len = 0;
+  if (c->resp_body.data)
+    c->resp_body.data[0] = '\0';
+  switch (c->fmt) {
+  case SRV_FMT_SAFETENSORS:
+    rc = srv_codec__st_encode(c, err);
+    break;
+  case SRV_FMT_NPY: {
+    const struct srv_output *o = npy_output(c, err);
+    rc = o ? srv_codec__npy_encode(c, o, err) : -1;
+    break;
+  }
+  case SRV_FMT_PNG:
+    rc = srv_fail(err, 406, NULL,
+                  "this response has no image/png form; ask for "
+                  "application/json");
+    break;
+  default:
+    rc = encode_json(c, err);
+    break;
+  }
+  if (rc) {
+    srv_buf_free(&c->resp_body);
+    return -1;
+  }
+  if (!c->status)
+    c->status = 200;
+  return 0;
+}
+
+/* ======================================================================
+ * problem+json
+ * ====================================================================== */
+
+int srv_codec_problem(const struct srv_err *e, struct srv_buf *out)
+{
+  const char *slug = e->slug[0] ? e->slug : "error";
+  const char *title = e->title[0] ? e->title : "Error";
+  int status = e->http >= 400 && e->http <= 599 ? e->http : 500;
+  size_t dl = strnlen(e->detail, sizeof e->detail);
+
+  char type[sizeof e->slug + 32];
+
+  snprintf(type, sizeof type, "https://attnbias.dev/errors/%.*s",
+           (int)sizeof e->slug, slug);
+  if (srv_buf_append(out, "{\"type\":", 8) ||
+      srv_codec__json_str(out, type, strlen(type)))
+    return -1;
+  if (srv_buf_append(out, ",\"title\":", 9) ||
+      srv_codec__json_str(out, title, strnlen(title, sizeof e->title)) ||
+      srv_buf_printf(out, ",\"status\":%d,\"detail\":", status) ||
+      srv_codec__json_str(out, e->detail, dl) ||
+      srv_buf_append(out, ",\"error\":", 9) ||
+      srv_codec__json_str(out, e->detail, dl))
+    return -1;
+  if (e->field[0] &&
+      (srv_buf_append(out, ",\"field\":", 9) ||
+       srv_codec__json_str(out, e->field, strnlen(e->field, sizeof e->field))))
+    return -1;
+  return srv_buf_append(out, "}", 1);
+}

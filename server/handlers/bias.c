@@ -1,0 +1,517 @@
+/* bias.c: POST /v1/bias -- position-bias tables (ALiBi, T5, FIRE, Kerple,
+ * none) and T5 buckets, or a PNG heatmap of one head -- and the bias-method
+ * parser that the attention route shares for its "bias" object. */
+#include "params.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(enum ab_bias_method) == sizeof(int),
+               "enum ab_bias_method must be int-sized");
+
+/* More FIRE layers than this are refused before anything is allocated; the
+ * library's own (lower) limit then speaks for the rest. */
+#define FIRE_LAYERS_MAX 64
+
+/* Bits of "return". */
+enum { RET_BIAS = 1u << 0, RET_BUCKETS = 1u << 1 };
+
+/* ==== method tables ===================================================== */
+
+/* The parsed form of one method's members; p's pointers end up pointing at
+ * the arena copies made from these. */
+struct bias_holder {
+  struct ab_bias_params p;
+  struct ab_tensor slopes, table, r1, r2;
+  int64_t num_buckets;
+  const json_t *layers;
+};
+#define BH(f) offsetof(struct bias_holder, f)
+
+static const struct srv_choice bias_methods[] = {
+    {"none", AB_BIAS_NONE, "zeros (with the causal mask if asked)"},
+    {"alibi", AB_BIAS_ALIBI, "ALiBi: -m_h * |p_q - j| (Press et al.)"},
+    {"t5", AB_BIAS_T5,
+     "T5 relative buckets looked up in a [num_buckets, num_heads] table"},
+    {"fire", AB_BIAS_FIRE,
+     "FIRE: an MLP of the log-normalised distance (Li et al.)"},
+    {"kerple", AB_BIAS_KERPLE,
+     "Kerple: -r1*ln(1 + r2*|i-j|) or -r1*|i-j|^r2 (Chi et al.)"},
+    {NULL, 0, NULL}};
+
+/* The selector, used in the /v1/bias table and on its own by attention. */
+#define BIAS_METHOD_PARAM                                                      \
+  {.name = "method", .type = SRV_PT_ENUM,                                      \
+   .flags = SRV_PF_REQ | SRV_PF_NOSTORE, .choices = bias_methods,              \
+   .desc = "the position-bias family"}
+const struct srv_param srv_param_bias_method = BIAS_METHOD_PARAM;
+
+static const struct srv_param bm_alibi[] = {
+    {.name = "max_bias", .type = SRV_PT_NUM, .flags = SRV_PF_DEF | SRV_PF_MIN,
+     .def = 8, .min = 0, .off = BH(p.max_bias),
+     .desc = "slopes in ggml form: 8 gives the paper's, BLOOM's and MPT's"},
+    {.name = "slopes", .type = SRV_PT_TENSOR, .off = BH(slopes),
+     .desc = "explicit per-head slopes [num_heads]; override max_bias"},
+};
+static const struct srv_param bm_t5[] = {
+    {.name = "table", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ,
+     .off = BH(table),
+     .desc = "[num_buckets, num_heads]: the checkpoint's "
+             "relative_attention_bias.weight"},
+    {.name = "bidirectional", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF,
+     .def = 1, .off = BH(p.bidirectional),
+     .desc = "true for encoders; false for decoder self-attention"},
+    {.name = "relative_attention_max_distance", .type = SRV_PT_INT,
+     .flags = SRV_PF_DEF | SRV_PF_MIN, .def = 128, .min = 1,
+     .off = BH(p.max_distance),
+     .desc = "distance of the last bucket; must exceed half the exact "
+             "range of one direction"},
+    {.name = "relative_attention_num_buckets", .type = SRV_PT_INT,
+     .flags = SRV_PF_MIN, .min = 1, .off = BH(num_buckets),
+     .def_rule = "the table's row count",
+     .desc = "optional check: must equal the table's row count"},
+};
+static const struct srv_param bm_fire[] = {
+    {.name = "c", .type = SRV_PT_NUM, .flags = SRV_PF_REQ | SRV_PF_MIN_EXCL,
+     .min = 0, .off = BH(p.c), .desc = "psi(t) = ln(c*t + 1)"},
+    {.name = "L", .type = SRV_PT_NUM, .flags = SRV_PF_REQ | SRV_PF_MIN,
+     .min = 0, .off = BH(p.L),
+     .desc = "threshold: input psi(p_q - j) / (psi(max(L, p_q)) + eps)"},
+    {.name = "eps", .type = SRV_PT_NUM, .flags = SRV_PF_DEF | SRV_PF_MIN,
+     .def = 0, .min = 0, .off = BH(p.eps),
+     .desc = "added to the denominator"},
+    {.name = "layers", .type = SRV_PT_LAYERS, .flags = SRV_PF_REQ,
+     .off = BH(layers),
+     .desc = "the MLP: [{\"weight\": [out, in], \"bias\": [out]}, ...], "
+             "input size 1, output num_heads or 1, ReLU between layers"},
+};
+static const struct srv_choice kerple_variants[] = {
+    {"log", 0, "-r1 * ln(1 + r2 * |i - j|)"},
+    {"power", 1, "-r1 * |i - j|^r2, 0 < r2 <= 2"},
+    {NULL, 0, NULL}};
+static const struct srv_param bm_kerple[] = {
+    {.name = "variant", .type = SRV_PT_ENUM, .flags = SRV_PF_DEF, .def = 0,
+     .choices = kerple_variants, .off = BH(p.kerple_power),
+     .desc = "kernel form"},
+    {.name = "r1", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = BH(r1),
+     .desc = "[num_heads], each > 0"},
+    {.name = "r2", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = BH(r2),
+     .desc = "[num_heads], each > 0 (<= 2 for power)"},
+};
+static const struct srv_param bm_none[1] = {{.name = "", .desc = ""}};
+
+/* One FIRE layer object. */
+struct fire_layer_in {
+  struct ab_tensor weight, bias;
+};
+static const struct srv_param fire_layer_params[] = {
+    {.name = "weight", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ,
+     .off = offsetof(struct fire_layer_in, weight), .desc = "[out, in]"},
+    {.name = "bias", .type = SRV_PT_TENSOR,
+     .off = offsetof(struct fire_layer_in, bias),
+     .desc = "[out] (optional: zeros)"},
+};
+static const struct srv_ptable tab_fire_layer =
+    SRV_PTABLE("fire layer", "one layer of FIRE's MLP", fire_layer_params);
+
+static const struct srv_ptable btab_none = {
+    "none", "no position bias: zeros, masked if causal", bm_none, 0};
+static const struct srv_ptable btab_alibi =
+    SRV_PTABLE("alibi", "ALiBi linear biases (symmetric table)", bm_alibi);
+static const struct srv_ptable btab_t5 =
+    SRV_PTABLE("t5", "T5 relative position buckets", bm_t5);
+static const struct srv_ptable btab_fire =
+    SRV_PTABLE("fire", "FIRE functional interpolation", bm_fire);
+static const struct srv_ptable btab_kerple =
+    SRV_PTABLE("kerple", "Kerple kernelized relative positions", bm_kerple);
+
+/* Indexed by enum ab_bias_method. */
+const struct srv_ptable *const srv_ptab_bias_methods[] = {
+    &btab_none, &btab_alibi, &btab_t5, &btab_fire, &btab_kerple};
+const int srv_ptab_bias_nmethods =
+    (int)(sizeof srv_ptab_bias_methods / sizeof srv_ptab_bias_methods[0]);
+_Static_assert(sizeof srv_ptab_bias_methods / sizeof srv_ptab_bias_methods[0] ==
+                   AB_BIAS_METHOD_LAST_,
+               "one table per bias method");
+
+/* ==== /v1/bias request fields =========================================== */
+
+struct bias_req {
+  struct ab_bias_params p;
+  struct ab_geometry g;
+  int64_t num_heads, q_len, k_len, q_offset, sliding, head;
+  int causal;
+  unsigned ret;
+  const json_t *window;
+  float *bias;       /* PNG: the table drawn in finish */
+  int32_t *buckets;
+};
+#define BR(f) offsetof(struct bias_req, f)
+
+static const struct srv_choice bias_returns[] = {
+    {"bias", 0, "float [num_heads, q_len, k_len]"},
+    {"buckets", 1, "int32 [q_len, k_len] (t5 only)"},
+    {NULL, 0, NULL}};
+
+static const struct srv_param bias_common[] = {
+    BIAS_METHOD_PARAM,
+    {.name = "num_heads", .type = SRV_PT_INT, .flags = SRV_PF_REQ | SRV_PF_MIN,
+     .min = 1, .off = BR(num_heads), .desc = "heads of the table"},
+    {.name = "q_len", .type = SRV_PT_INT, .flags = SRV_PF_REQ | SRV_PF_MIN,
+     .min = 1, .off = BR(q_len), .desc = "query rows"},
+    {.name = "k_len", .type = SRV_PT_INT, .flags = SRV_PF_MIN, .min = 1,
+     .off = BR(k_len), .def_rule = "q_len", .desc = "key columns"},
+    {.name = "q_offset", .type = SRV_PT_INT, .off = BR(q_offset),
+     .def_rule = "k_len - q_len",
+     .desc = "position of query row 0 (keys sit at 0..k_len-1); the default "
+             "puts the queries last, as when decoding with a KV cache"},
+    {.name = "causal", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF, .def = 0,
+     .off = BR(causal), .desc = "keys after the query position get -inf"},
+    {.name = "window", .type = SRV_PT_INTS, .flags = SRV_PF_MIN, .min = -1,
+     .off = BR(window),
+     .desc = "inclusive [left, right], -1 unbounded: key j is visible iff "
+             "p_q - left <= j <= p_q + right; others get -inf"},
+    {.name = "sliding_window", .type = SRV_PT_INT, .flags = SRV_PF_MIN,
+     .min = 1, .off = BR(sliding),
+     .desc = "HF form of window: W means [W-1, 0] (not with window)"},
+    {.name = "return", .type = SRV_PT_ENUMS, .flags = SRV_PF_DEF,
+     .def = RET_BIAS, .choices = bias_returns, .off = BR(ret),
+     .desc = "which tables to return"},
+    {.name = "head", .type = SRV_PT_INT, .flags = SRV_PF_DEF | SRV_PF_MIN,
+     .def = 0, .min = 0, .off = BR(head),
+     .desc = "the head drawn when Accept is image/png"},
+};
+const struct srv_ptable srv_ptab_bias_common = SRV_PTABLE(
+    "bias", "attention-bias tables [num_heads, q_len, k_len]", bias_common);
+
+/* ==== shared parsing ==================================================== */
+
+int srv_window_parse(const struct srv_pctx *pc, const json_t *window,
+                     int64_t sliding, int has_sliding, int64_t *left,
+                     int64_t *right, struct srv_err *err)
+{
+  char ptr[256];
+
+  *left = -1;
+  *right = -1;
+  if (window && has_sliding)
+    return srv_fail(err, 400,
+                    srv_pctx_ptr(pc, "sliding_window", ptr, sizeof ptr),
+                    "give either window [left, right] or sliding_window W "
+                    "(= [W-1, 0]), not both");
+  if (window) {
+    int64_t lr[2];
+    if (json_array_size(window) != 2)
+      return srv_fail(err, 400, srv_pctx_ptr(pc, "window", ptr, sizeof ptr),
+                      "window must be [left, right], got %zu numbers",
+                      json_array_size(window));
+    srv_params_ints(window, lr);
+    *left = lr[0];
+    *right = lr[1];
+  } else if (has_sliding) {
+    *left = sliding - 1;
+    *right = 0;
+  }
+  return 0;
+}
+
+/* A per-head array [num_heads] as float32 in the arena. */
+static int head_array(const struct srv_pctx *pc, const char *name,
+                      const struct ab_tensor *t, int64_t H, const float **out,
+                      struct srv_err *err)
+{
+  char ptr[256];
+  float *f;
+  enum ab_status st;
+
+  srv_pctx_ptr(pc, name, ptr, sizeof ptr);
+  if (t->ndim != 1 || t->shape[0] != H)
+    return srv_fail(err, 400, ptr,
+                    "%s must be a list of num_heads = %lld numbers, got "
+                    "%lld in %d dimension(s)",
+                    name, (long long)H, (long long)ab_tensor_numel(t),
+                    (int)t->ndim);
+  f = srv_arena_alloc(&pc->c->arena, (size_t)H * sizeof *f);
+  if (!f)
+    return srv_fail(err, 500, ptr, "out of memory reading %s", name);
+  st = ab_tensor_to_f32(t, f);
+  if (st != AB_STATUS_OK)
+    return srv_lib_fail(err, st, ptr, NULL);
+  *out = f;
+  return 0;
+}
+
+/* How many FIRE layers the request has: the JSON list's length, or the
+ * highest "layers.N." safetensors index + 1, whichever is larger. */
+static int64_t fire_layer_count(const struct srv_pctx *pc,
+                                const json_t *layers)
+{
+  char prefix[256];
+  int64_t n = layers ? (int64_t)json_array_size(layers) : 0;
+  size_t pl;
+  int i;
+
+  snprintf(prefix, sizeof prefix, "%s%slayers.", pc->dot,
+           pc->dot[0] ? "." : "");
+  pl = strlen(prefix);
+  for (i = 0; i < pc->c->nbin; i++) {
+    const char *nm = pc->c->bin[i].name;
+    char *end;
+    long long k;
+    if (!nm || strncmp(nm, prefix, pl) != 0)
+      continue;
+    k = strtoll(nm + pl, &end, 10);
+    if (end != nm + pl && *end == '.' && k >= 0 && k + 1 > n)
+      n = k + 1 > FIRE_LAYERS_MAX + 1 ? FIRE_LAYERS_MAX + 1 : k + 1;
+  }
+  return n;
+}
+
+static int fire_layers(const struct srv_pctx *pc, struct bias_holder *h,
+                       struct srv_err *err)
+{
+  struct srv_pctx lc;
+  struct fire_layer_in *in;
+  struct ab_fire_layer *out;
+  int64_t n = fire_layer_count(pc, h->layers), i;
+  char ptr[256];
+
+  srv_pctx_ptr(pc, "layers", ptr, sizeof ptr);
+  if (n < 1)
+    return srv_fail(err, 400, ptr, "layers is required");
+  if (n > FIRE_LAYERS_MAX)
+    return srv_fail(err, 400, ptr, "%lld FIRE layers; at most %d", (long long)n,
+                    FIRE_LAYERS_MAX);
+  in = srv_arena_calloc(&pc->c->arena, (size_t)n, sizeof *in);
+  out = srv_arena_calloc(&pc->c->arena, (size_t)n, sizeof *out);
+  if (!in || !out)
+    return srv_fail(err, 500, ptr, "out of memory reading the layers");
+  srv_pctx_child(pc, "layers", &lc);
+  for (i = 0; i < n; i++) {
+    struct srv_pctx one;
+    struct srv_pbind b = {&tab_fire_layer, &in[i], 0};
+    const struct srv_ptable *tabs[1] = {&tab_fire_layer};
+    const json_t *obj = h->layers ? json_array_get(h->layers, (size_t)i) : NULL;
+    char idx[24];
+
+    snprintf(idx, sizeof idx, "%lld", (long long)i);
+    srv_pctx_child(&lc, idx, &one);
+    if (srv_params_parse(&one, obj, &b, err) != 0)
+      return -1;
+    srv_params_unknown(&one, obj, tabs, 1, NULL);
+    out[i].weight = &in[i].weight;
+    out[i].bias = in[i].bias.data ? &in[i].bias : NULL;
+  }
+  h->p.layers = out;
+  h->p.n_layers = (int)n;
+  return 0;
+}
+
+int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
+                          struct ab_bias_params *p, struct srv_err *err)
+{
+  struct bias_holder *h;
+  struct srv_pbind b;
+  char ptr[256];
+  enum ab_status st;
+  int64_t H = p->num_heads;
+
+  h = srv_arena_calloc(&pc->c->arena, 1, sizeof *h);
+  if (!h)
+    return srv_fail(err, 500, NULL, "out of memory");
+  h->p = *p;
+  b = (struct srv_pbind){srv_ptab_bias_methods[p->method], h, 0};
+  if (srv_params_parse(pc, obj, &b, err) != 0)
+    return -1;
+
+  switch (p->method) {
+  case AB_BIAS_ALIBI:
+    if (h->slopes.data &&
+        head_array(pc, "slopes", &h->slopes, H, &h->p.slopes, err) != 0)
+      return -1;
+    break;
+  case AB_BIAS_T5:
+    h->p.table = &h->table;
+    if (srv_pbind_seen(&b, "relative_attention_num_buckets") &&
+        h->table.ndim >= 1 && h->num_buckets != h->table.shape[0])
+      return srv_fail(
+          err, 400,
+          srv_pctx_ptr(pc, "relative_attention_num_buckets", ptr, sizeof ptr),
+          "relative_attention_num_buckets %lld disagrees with the table's "
+          "%lld rows",
+          (long long)h->num_buckets, (long long)h->table.shape[0]);
+    break;
+  case AB_BIAS_FIRE:
+    if (fire_layers(pc, h, err) != 0)
+      return -1;
+    break;
+  case AB_BIAS_KERPLE:
+    if (head_array(pc, "r1", &h->r1, H, &h->p.r1, err) != 0 ||
+        head_array(pc, "r2", &h->r2, H, &h->p.r2, err) != 0)
+      return -1;
+    break;
+  default:
+    break;
+  }
+  st = ab_bias_check(&h->p);
+  if (st != AB_STATUS_OK)
+    return srv_lib_fail(err, st, pc->ptr, NULL);
+  *p = h->p;
+  return 0;
+}
+
+/* ==== the handler ======================================================= */
+
+/* Rough cost of one table cell, for the --max-gflop budget. */
+static double cell_flops(enum ab_bias_method m)
+{
+  switch (m) {
+  case AB_BIAS_KERPLE: return 30;
+  case AB_BIAS_FIRE: return 10;
+  case AB_BIAS_T5: return 4;
+  default: return 2;
+  }
+}
+
+int srv_h_bias(struct srv_call *c, struct srv_err *err)
+{
+  struct srv_pctx pc;
+  struct bias_req *rq;
+  struct srv_pbind common;
+  const struct srv_ptable *tabs[3];
+  int method, png = c->fmt == SRV_FMT_PNG;
+  double cells, out_bytes;
+  ab_job_t *job = NULL;
+  enum ab_status st;
+  float *bias = NULL;
+  int32_t *buckets = NULL;
+
+  if (srv_pctx_root(c, &pc, err) != 0)
+    return -1;
+  rq = srv_arena_calloc(&c->arena, 1, sizeof *rq);
+  if (!rq)
+    return srv_fail(err, 500, NULL, "out of memory");
+  c->state = rq;
+
+  if (srv_params_enum(&pc, c->params, &srv_param_bias_method, &method, err) <
+      0)
+    return -1;
+  common = (struct srv_pbind){&srv_ptab_bias_common, rq, 0};
+  if (srv_params_parse(&pc, c->params, &common, err) != 0)
+    return -1;
+  if (!srv_pbind_seen(&common, "k_len"))
+    rq->k_len = rq->q_len;
+  ab_geometry_init(&rq->g, rq->q_len, rq->k_len);
+  if (srv_pbind_seen(&common, "q_offset"))
+    rq->g.q_offset = rq->q_offset;
+  rq->g.causal = rq->causal;
+  if (srv_window_parse(&pc, rq->window, rq->sliding,
+                       srv_pbind_seen(&common, "sliding_window"),
+                       &rq->g.window_left, &rq->g.window_right, err) != 0)
+    return -1;
+
+  ab_bias_params_init(&rq->p);
+  rq->p.method = (enum ab_bias_method)method;
+  rq->p.num_heads = rq->num_heads;
+  if (srv_bias_parse_method(&pc, c->params, &rq->p, err) != 0)
+    return -1;
+  tabs[0] = &srv_ptab_bias_common;
+  tabs[1] = srv_ptab_bias_methods[method];
+  tabs[2] = &srv_ptab_output;
+  srv_params_unknown(&pc, c->params, tabs, 3, NULL);
+  srv_params_unused_bin(&pc);
+
+  if ((rq->ret & RET_BUCKETS) && method != AB_BIAS_T5)
+    return srv_fail(err, 400, "/return",
+                    "buckets exist only for method t5, not %s",
+                    ab_bias_method_name((enum ab_bias_method)method));
+  if (png && rq->head >= rq->num_heads)
+    return srv_fail(err, 400, "/head",
+                    "head %lld does not exist: num_heads is %lld",
+                    (long long)rq->head, (long long)rq->num_heads);
+
+  /* Budget before allocating: the tables (and for PNG the picture, about
+   * 3 bytes a cell). */
+  cells = (double)rq->q_len * (double)rq->k_len;
+  out_bytes = 0;
+  if (rq->ret & RET_BIAS)
+    out_bytes += png ? 4.0 * cells * (double)rq->num_heads
+                     : srv_out_bytes(c, cells * (double)rq->num_heads);
+  if (rq->ret & RET_BUCKETS)
+    out_bytes += 4.0 * cells;
+  if (png)
+    out_bytes += 3.0 * cells;
+  if (srv_check_budget(c, out_bytes,
+                       cells * (double)rq->num_heads *
+                           cell_flops((enum ab_bias_method)method),
+                       err) != 0)
+    return -1;
+
+  if (png) {
+    /* Computed into the arena and drawn by srv_h_bias_finish. */
+    int64_t cells_i, total;
+    if (ab_mul_overflow(rq->q_len, rq->k_len, &cells_i) ||
+        ab_mul_overflow(cells_i, rq->num_heads, &total) ||
+        (uint64_t)total > SIZE_MAX / sizeof(float))
+      return srv_fail(err, 413, NULL, "the table is too large");
+    if (rq->ret & RET_BIAS)
+      bias = srv_arena_alloc(&c->arena, (size_t)total * sizeof(float));
+    if (rq->ret & RET_BUCKETS)
+      buckets = srv_arena_alloc(&c->arena, (size_t)cells_i * sizeof(int32_t));
+    if (((rq->ret & RET_BIAS) && !bias) || ((rq->ret & RET_BUCKETS) && !buckets))
+      return srv_fail(err, 500, NULL, "cannot allocate the table");
+  } else {
+    if (rq->ret & RET_BIAS) {
+      int64_t shape[3] = {rq->num_heads, rq->q_len, rq->k_len};
+      bias = srv_output_tensor(c, "bias", AB_DTYPE_F32, 3, shape, err);
+      if (!bias)
+        return -1;
+    }
+    if (rq->ret & RET_BUCKETS) {
+      int64_t shape[2] = {rq->q_len, rq->k_len};
+      buckets = srv_output_tensor(c, "buckets", AB_DTYPE_I32, 2, shape, err);
+      if (!buckets)
+        return -1;
+    }
+  }
+  rq->bias = bias;
+  rq->buckets = buckets;
+  st = ab_bias_table_job(&rq->p, &rq->g, bias, buckets, &job);
+  if (st != AB_STATUS_OK)
+    return srv_lib_fail(err, st, "", NULL);
+  return srv_add_job(c, job, err);
+}
+
+int srv_h_bias_finish(struct srv_call *c, struct srv_err *err)
+{
+  struct bias_req *rq = c->state;
+  const float *plane;
+  float *conv = NULL;
+  int64_t cells, i;
+  char title[96];
+
+  if (c->fmt != SRV_FMT_PNG || !rq)
+    return 0;
+  cells = rq->q_len * rq->k_len; /* checked in prepare */
+  if (rq->bias) {
+    plane = rq->bias + rq->head * cells;
+    snprintf(title, sizeof title, "%s bias, head %lld",
+             ab_bias_method_name(rq->p.method), (long long)rq->head);
+  } else {
+    /* Only buckets were asked for: draw them. */
+    conv = srv_arena_alloc(&c->arena, (size_t)cells * sizeof(float));
+    if (!conv)
+      return srv_fail(err, 500, NULL, "cannot allocate the picture");
+    for (i = 0; i < cells; i++)
+      conv[i] = (float)rq->buckets[i];
+    plane = conv;
+    snprintf(title, sizeof title, "t5 buckets");
+  }
+  if (srv_codec_png_heatmap(plane, rq->q_len, rq->k_len, title, &c->custom,
+                            err) != 0)
+    return -1;
+  c->custom_type = "image/png";
+  return 0;
+}

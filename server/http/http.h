@@ -1,0 +1,75 @@
+/* http.h: private to server/http/ (and main.c) -- what the MHD glue
+ * (mhd.c), the call pipeline (call.c), the metrics (metrics.c) and the
+ * health-check client (client.c) share beyond srv.h. */
+#ifndef SRV_HTTP_H
+#define SRV_HTTP_H
+
+#include "srv.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Why a request was turned away or cut short (attnbias_rejected_total). */
+#define SRV_REJECT_MAP(X)                                                      \
+  X(QUEUE_FULL, "queue_full")                                                  \
+  X(BODY_TOO_LARGE, "body_too_large")                                          \
+  X(UNAUTHORIZED, "unauthorized")                                              \
+  X(DRAINING, "draining")                                                      \
+  X(BAD_FRAMING, "bad_framing")                                                \
+  X(OVER_BUDGET, "over_budget")                                                \
+  X(CLIENT_CLOSED, "client_closed")                                            \
+  X(CUT, "cut_at_drain_deadline")
+
+enum srv_reject {
+#define SRV_X_(name, label) SRV_REJECT_##name,
+  SRV_REJECT_MAP(SRV_X_)
+#undef SRV_X_
+  SRV_REJECT_COUNT_
+};
+
+/* ---- call.c: a call's pipeline, knows nothing about MHD ------------- */
+
+/* Zero c and set up its arena and buffers for `route`. */
+void srv_call_init(struct srv_call *c, const struct srv_route *route);
+/* Free everything c owns (jobs, params, buffers, arena); c->body is the
+ * caller's. */
+void srv_call_release(struct srv_call *c);
+/* Make e the call's response: status and problem+json body. */
+void srv_call_fail(struct srv_call *c, const struct srv_err *e);
+/* Decode the body (c->body complete) and run the handler's prepare.
+ * Returns 0 when the call is ready to run, -1 when its response (an error)
+ * is ready in c. */
+int srv_call_prepare(struct srv_call *c);
+/* 1 when the prepared call's estimated flops and output bytes are small
+ * enough that running it on the calling thread beats the pool hand-off. */
+int srv_call_is_tiny(const struct srv_call *c);
+/* Run the jobs here, then finish and encode: the response is ready. */
+void srv_call_run_inline(struct srv_call *c);
+/* Hand the prepared call to the pool.  Returns 0: done(c, arg) will run on
+ * the loop thread once the response is ready in c; or -1: the pool refused
+ * (shutting down) and the response (a 503) is ready now. */
+int srv_call_submit(struct srv_call *c,
+                    void (*done)(struct srv_call *c, void *arg), void *arg);
+
+/* ---- metrics.c: counters (all thread-safe, lock-free) ---------------- */
+
+/* One finished request: route index into srv_route_table (-1 for requests
+ * that matched no route), status sent, wall time, body bytes both ways and
+ * kernel thread-seconds. */
+void srv_metrics_request(int route, int status, double seconds,
+                         uint64_t bytes_in, uint64_t bytes_out,
+                         double kernel_seconds);
+void srv_metrics_reject(enum srv_reject why);
+
+/* ---- mhd.c: gauges read by the metrics ------------------------------- */
+int srv_http_inflight(void);    /* requests begun and not yet completed */
+int srv_http_queue_depth(void); /* admitted and not finished */
+
+/* ---- client.c: --healthcheck ------------------------------------------ */
+
+/* GET /healthz from host:port (a wildcard host means loopback) with a
+ * 5-second limit.  Returns 0 when the answer is 200, else -1 (with a line
+ * on stderr saying why). */
+int srv_http_healthcheck(const char *host, int port);
+
+#endif /* SRV_HTTP_H */

@@ -1,0 +1,649 @@
+/* mhd.c: the libmicrohttpd glue -- the daemon, a request's life on the HTTP
+ * side (limits, framing, routing, auth, admission, collecting the body,
+ * suspend/resume around the pool, sending), drain and stop.
+ *
+ * A request's record (struct srv_req) is reference-counted: MHD holds one
+ * reference from the first access-handler call until its completion
+ * notification, and the pool holds one while the call is on it, so that
+ * neither side can free it under the other.  The connection is suspended
+ * before the call is handed to the pool and resumed, from the loop thread,
+ * once its response is ready; MHD then calls the access handler again and
+ * the response is queued there. */
+#include "http/http.h"
+#include "work/work.h"
+
+#include <microhttpd.h>
+
+#include <netdb.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A chunked body over the cap cannot be answered while it streams in (MHD
+ * queues responses only before or after the body), so up to this many
+ * further bytes are read and dropped to be able to send the 413; past
+ * that the connection is closed. */
+#define DISCARD_MAX ((size_t)8 << 20)
+
+/* Longest X-Attnbias-Ignored value sent; longer lists are cut with "...". */
+#define IGNORED_MAX 2048
+
+enum stage {
+  STAGE_BODY,    /* collecting the body */
+  STAGE_DISCARD, /* chunked body over the cap: dropping the rest */
+  STAGE_POOL,    /* suspended, the call is on the pool */
+  STAGE_READY,   /* the response is in rq->call, to be queued */
+  STAGE_SENT     /* a response has been queued */
+};
+
+struct srv_req {
+  struct srv_call call;
+  struct MHD_Connection *conn;
+  _Atomic int refs;
+  enum stage stage;
+  int route;             /* index in the route table, -1: none */
+  int admitted;          /* holds a --max-queue slot */
+  int close;             /* send Connection: close */
+  int status;            /* status queued, 0: none */
+  struct srv_err early;  /* headers of an early error (Allow, ...) */
+  struct srv_buf body;
+  size_t discarded;
+  uint64_t t0_ns;
+  uint64_t bytes_out;
+  char method[16];
+  char path[256];
+};
+
+static struct MHD_Daemon *g_daemon;
+static int g_port;
+static _Atomic int g_draining;
+static _Atomic int g_inflight; /* requests begun, not completed */
+static _Atomic int g_queue;    /* admitted, not finished */
+static size_t g_max_body;      /* bytes */
+
+static uint64_t now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int srv_http_inflight(void) { return atomic_load(&g_inflight); }
+int srv_http_queue_depth(void) { return atomic_load(&g_queue); }
+int srv_http_draining(void) { return atomic_load(&g_draining); }
+int srv_http_port(void) { return g_port; }
+
+/* ---------------------------------------------------------------------
+ * The request record
+ * --------------------------------------------------------------------- */
+
+static void unadmit(struct srv_req *rq)
+{
+  if (rq->admitted) {
+    rq->admitted = 0;
+    atomic_fetch_sub(&g_queue, 1);
+  }
+}
+
+static void req_release(struct srv_req *rq)
+{
+  if (atomic_fetch_sub(&rq->refs, 1) != 1)
+    return;
+  unadmit(rq);
+  srv_call_release(&rq->call);
+  srv_buf_free(&rq->body);
+  free(rq);
+}
+
+/* Take one slot of --max-queue, or fail when all are taken. */
+static int admit(struct srv_req *rq)
+{
+  int cur = atomic_load(&g_queue);
+
+  do {
+    if (cur >= srv_cfg.max_queue)
+      return -1;
+  } while (!atomic_compare_exchange_weak(&g_queue, &cur, cur + 1));
+  rq->admitted = 1;
+  return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Sending
+ * --------------------------------------------------------------------- */
+
+/* X-Attnbias-Ignored carries names from the request: keep them printable
+ * ASCII so no byte of the client's can break the header (CR, LF, NUL),
+ * percent-encoding the rest. */
+static void ignored_header(const struct srv_buf *in, char *out, size_t cap)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  size_t i, n = 0;
+
+  for (i = 0; i < in->len && n + 4 < cap; i++) {
+    unsigned char ch = (unsigned char)in->data[i];
+    if (ch >= 0x20 && ch < 0x7f && ch != '%') {
+      out[n++] = (char)ch;
+    } else {
+      out[n++] = '%';
+      out[n++] = hex[ch >> 4];
+      out[n++] = hex[ch & 15];
+    }
+  }
+  if (i < in->len) {
+    while (n + 4 > cap)
+      n--;
+    memcpy(out + n, "...", 3);
+    n += 3;
+  }
+  out[n] = '\0';
+}
+
+/* Queue the response held in rq->call (status, body, type), with the
+ * headers that the status and the server's state call for. */
+static enum MHD_Result send_call(struct srv_req *rq, struct MHD_Connection *conn)
+{
+  struct srv_call *c = &rq->call;
+  struct MHD_Response *r;
+  enum MHD_Result ok;
+  size_t len;
+  char *body;
+  char ignored[IGNORED_MAX];
+
+  body = srv_buf_steal(&c->resp_body, &len);
+  if (body)
+    r = MHD_create_response_from_buffer_with_free_callback(len, body, free);
+  else
+    r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  if (!r) {
+    free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type",
+                          c->resp_type ? c->resp_type
+                                       : "application/octet-stream");
+  if (c->ignored.len) {
+    ignored_header(&c->ignored, ignored, sizeof ignored);
+    MHD_add_response_header(r, "X-Attnbias-Ignored", ignored);
+  }
+  if (c->status == 503) {
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d",
+             rq->early.retry_after > 0 ? rq->early.retry_after : 1);
+    MHD_add_response_header(r, "Retry-After", ra);
+  }
+  if (c->status == 405 && rq->early.allow[0])
+    MHD_add_response_header(r, "Allow", rq->early.allow);
+  if (c->status == 401)
+    MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"attnbias\"");
+  /* While draining every response closes its connection, so that clients
+   * move to another instance. */
+  if (rq->close || atomic_load(&g_draining))
+    MHD_add_response_header(r, "Connection", "close");
+
+  ok = MHD_queue_response(conn, (unsigned)c->status, r);
+  MHD_destroy_response(r);
+  rq->status = c->status;
+  rq->bytes_out = len;
+  rq->stage = STAGE_SENT;
+  /* The work is over once its response is queued: free the slot now
+   * rather than when the client has read it all. */
+  unadmit(rq);
+  return ok;
+}
+
+/* Answer before (or instead of) running the call: e becomes the body.
+ * With a body still to come the answer goes out at once, with Connection:
+ * close, so that the body is never read.  Without one it waits for MHD's
+ * next call (which follows at once): a response queued with the headers
+ * makes MHD close the connection, and a bodiless request need not lose
+ * its keep-alive connection for a 404 or a 401. */
+static enum MHD_Result send_error(struct srv_req *rq,
+                                  struct MHD_Connection *conn,
+                                  const struct srv_err *e)
+{
+  rq->early = *e;
+  srv_call_fail(&rq->call, e);
+  if (rq->close)
+    return send_call(rq, conn);
+  rq->stage = STAGE_READY;
+  return MHD_YES;
+}
+
+/* ---------------------------------------------------------------------
+ * Checks on the headers
+ * --------------------------------------------------------------------- */
+
+struct framing {
+  int n_length, n_encoding, conflict;
+  const char *length;
+};
+
+static enum MHD_Result framing_iter(void *cls, enum MHD_ValueKind kind,
+                                    const char *key, size_t key_size,
+                                    const char *value, size_t value_size)
+{
+  struct framing *f = cls;
+
+  (void)kind;
+  (void)key_size;
+  (void)value_size;
+  if (strcasecmp(key, "Content-Length") == 0) {
+    if (f->n_length && strcmp(f->length, value ? value : "") != 0)
+      f->conflict = 1;
+    f->length = value ? value : "";
+    f->n_length++;
+  } else if (strcasecmp(key, "Transfer-Encoding") == 0) {
+    f->n_encoding++;
+  }
+  return MHD_YES;
+}
+
+/* RFC 9112 6.3: a message with both Content-Length and Transfer-Encoding,
+ * or with differing Content-Lengths, is a request-smuggling vector: 400. */
+static int check_framing(struct MHD_Connection *conn, struct srv_err *err,
+                         unsigned long long *length, int *has_body)
+{
+  struct framing f = {0, 0, 0, NULL};
+
+  MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_iter, &f);
+  if (f.conflict)
+    return srv_fail(err, 400, NULL,
+                    "the request has several Content-Length headers that "
+                    "disagree");
+  if (f.n_length && f.n_encoding)
+    return srv_fail(err, 400, NULL,
+                    "the request has both Content-Length and "
+                    "Transfer-Encoding; its framing is ambiguous");
+  *length = 0;
+  if (f.n_length) {
+    char *end;
+    *length = strtoull(f.length, &end, 10);
+  }
+  *has_body = f.n_encoding || *length > 0;
+  return 0;
+}
+
+/* Constant-time comparison of the bearer token with the configured key:
+ * the time taken depends on the lengths only, never on where they differ. */
+static int key_matches(const char *given, size_t n)
+{
+  const char *key = srv_cfg.api_key;
+  size_t klen = strlen(key), i;
+  unsigned char diff = (unsigned char)(n != klen);
+
+  for (i = 0; i < klen; i++)
+    diff |= (unsigned char)(key[i] ^ (i < n ? given[i] : 0));
+  return diff == 0;
+}
+
+static int check_auth(struct MHD_Connection *conn, struct srv_err *err)
+{
+  const char *h =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+  size_t n;
+
+  if (!h)
+    return srv_fail(err, 401, NULL,
+                    "this server needs an API key: send the header "
+                    "'Authorization: Bearer <key>'");
+  if (strncasecmp(h, "Bearer ", 7) != 0)
+    return srv_fail(err, 401, NULL,
+                    "the Authorization header must use the Bearer scheme");
+  h += 7;
+  while (*h == ' ')
+    h++;
+  n = strlen(h);
+  while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+    n--;
+  if (!key_matches(h, n))
+    return srv_fail(err, 401, NULL, "the API key is not valid");
+  return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * The access handler
+ * --------------------------------------------------------------------- */
+
+/* First call for a request: the headers are in, no byte of the body has
+ * been read.  Every refusal happens here, before the body is read (with
+ * Connection: close when a body follows, else MHD would read it all). */
+static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
+                                  const char *method, void **con_cls)
+{
+  struct srv_req *rq = calloc(1, sizeof *rq);
+  const struct srv_route *route;
+  unsigned long long length = 0;
+  int has_body = 0;
+  struct srv_err err;
+  size_t ntab, i;
+
+  if (!rq)
+    return MHD_NO;
+  atomic_init(&rq->refs, 1);
+  rq->conn = conn;
+  rq->route = -1;
+  rq->t0_ns = now_ns();
+  snprintf(rq->method, sizeof rq->method, "%s", method);
+  snprintf(rq->path, sizeof rq->path, "%s", url);
+  /* The path is unescaped (%0A is a newline): keep log lines whole. */
+  for (i = 0; rq->path[i]; i++)
+    if ((unsigned char)rq->path[i] < 0x20 || rq->path[i] == 0x7f)
+      rq->path[i] = '?';
+  srv_buf_init(&rq->body, g_max_body);
+  *con_cls = rq;
+  atomic_fetch_add(&g_inflight, 1);
+
+  route = srv_route_find(method, url, &err);
+  srv_call_init(&rq->call, route);
+  if (route)
+    rq->route = (int)(route - srv_route_table(&ntab));
+
+  if (check_framing(conn, &err, &length, &has_body) != 0) {
+    rq->close = 1; /* where the body ends is unknown: nothing can follow */
+    srv_metrics_reject(SRV_REJECT_BAD_FRAMING);
+    return send_error(rq, conn, &err);
+  }
+  rq->close = has_body;
+  if (!route)
+    return send_error(rq, conn, &err);
+  if (atomic_load(&g_draining) && strcmp(route->path, "/healthz") != 0) {
+    srv_fail(&err, 503, NULL,
+             "the server is shutting down; send the request elsewhere");
+    srv_metrics_reject(SRV_REJECT_DRAINING);
+    return send_error(rq, conn, &err);
+  }
+  if (srv_cfg.api_key[0] && !(route->flags & SRV_ROUTE_PUBLIC) &&
+      check_auth(conn, &err) != 0) {
+    srv_metrics_reject(SRV_REJECT_UNAUTHORIZED);
+    return send_error(rq, conn, &err);
+  }
+  if (length > g_max_body) {
+    srv_fail(&err, 413, NULL,
+             "the body has %llu bytes, more than this server's "
+             "--max-body-mb %g",
+             length, srv_cfg.max_body_mb);
+    srv_metrics_reject(SRV_REJECT_BODY_TOO_LARGE);
+    return send_error(rq, conn, &err);
+  }
+  if ((route->flags & SRV_ROUTE_BODY) && admit(rq) != 0) {
+    srv_fail(&err, 503, NULL,
+             "the work queue is full (%d requests admitted, --max-queue); "
+             "retry later",
+             srv_cfg.max_queue);
+    err.retry_after = 1;
+    srv_metrics_reject(SRV_REJECT_QUEUE_FULL);
+    return send_error(rq, conn, &err);
+  }
+  /* The declared length is within the cap: take it at once rather than
+   * growing by doubling (untouched pages cost nothing until written). */
+  if (length && srv_buf_reserve(&rq->body, (size_t)length) != 0) {
+    srv_fail(&err, 500, NULL, "cannot allocate %llu bytes for the body",
+             length);
+    return send_error(rq, conn, &err);
+  }
+  rq->close = 0;
+  rq->stage = STAGE_BODY;
+  return MHD_YES;
+}
+
+/* Loop thread: the pool finished the call; its response is in rq->call. */
+static void on_pool_done(struct srv_call *c, void *arg)
+{
+  struct srv_req *rq = arg;
+
+  (void)c;
+  rq->stage = STAGE_READY;
+  MHD_resume_connection(rq->conn);
+  req_release(rq); /* the pool's reference */
+}
+
+/* The body is complete: run the call (inline, or suspend and hand it to
+ * the pool). */
+static enum MHD_Result on_body_done(struct srv_req *rq,
+                                    struct MHD_Connection *conn)
+{
+  struct srv_call *c = &rq->call;
+
+  c->body = rq->body.data ? rq->body.data : "";
+  c->body_len = rq->body.len;
+  c->content_type =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+  c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+
+  if (srv_call_prepare(c) == 0) {
+    if (srv_call_is_tiny(c)) {
+      srv_call_run_inline(c);
+    } else {
+      /* Suspend first: the pool may finish, and resume, before
+       * srv_call_submit returns. */
+      atomic_fetch_add(&rq->refs, 1);
+      rq->stage = STAGE_POOL;
+      MHD_suspend_connection(conn);
+      if (srv_call_submit(c, on_pool_done, rq) == 0)
+        return MHD_YES;
+      rq->stage = STAGE_READY;
+      MHD_resume_connection(conn);
+      req_release(rq);
+      return MHD_YES; /* MHD calls again after the resume: send then */
+    }
+  }
+  return send_call(rq, conn);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+                                  const char *url, const char *method,
+                                  const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+  struct srv_req *rq = *con_cls;
+  struct srv_err err;
+  size_t n = *upload_size;
+
+  (void)cls;
+  (void)version;
+  if (!rq)
+    return on_headers(conn, url, method, con_cls);
+
+  switch (rq->stage) {
+  case STAGE_BODY:
+    if (n == 0)
+      return on_body_done(rq, conn);
+    *upload_size = 0;
+    if (srv_buf_append(&rq->body, upload, n) == 0)
+      return MHD_YES;
+    if (rq->body.len + n <= g_max_body) {
+      srv_log("out of memory collecting a body of %zu bytes",
+              rq->body.len + n);
+      return MHD_NO;
+    }
+    /* Only a chunked body can get here (a Content-Length over the cap was
+     * refused with the headers): drop the rest, answer at its end. */
+    rq->discarded = rq->body.len + n;
+    srv_buf_free(&rq->body);
+    rq->stage = STAGE_DISCARD;
+    srv_metrics_reject(SRV_REJECT_BODY_TOO_LARGE);
+    return MHD_YES;
+
+  case STAGE_DISCARD:
+    if (n == 0) {
+      rq->close = 1;
+      srv_fail(&err, 413, NULL,
+               "the chunked body is larger than this server's "
+               "--max-body-mb %g",
+               srv_cfg.max_body_mb);
+      return send_error(rq, conn, &err);
+    }
+    *upload_size = 0;
+    rq->discarded += n;
+    /* Past this the 413 is not worth the reading: close. */
+    return rq->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
+
+  case STAGE_READY:
+    return send_call(rq, conn);
+
+  case STAGE_POOL:
+  case STAGE_SENT:
+  default:
+    /* Nothing to do until the pool resumes us / MHD sends. */
+    *upload_size = 0;
+    return MHD_YES;
+  }
+}
+
+/* The request is over (answered, or its connection is gone): log it,
+ * count it, drop MHD's reference. */
+static void on_completed(void *cls, struct MHD_Connection *conn,
+                         void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+  struct srv_req *rq = *con_cls;
+  double secs;
+  uint64_t in;
+
+  (void)cls;
+  (void)conn;
+  if (!rq)
+    return;
+  *con_cls = NULL;
+  secs = (double)(now_ns() - rq->t0_ns) * 1e-9;
+  in = rq->body.len + rq->discarded;
+  if (rq->status) {
+    srv_metrics_request(rq->route, rq->status, secs, in, rq->bytes_out,
+                        rq->call.kernel_seconds);
+  } else {
+    srv_metrics_reject(atomic_load(&g_draining) ? SRV_REJECT_CUT
+                                                : SRV_REJECT_CLIENT_CLOSED);
+  }
+  if (rq->status && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+    srv_log("%s %s %d in=%llu out=%llu %.3fms", rq->method, rq->path,
+            rq->status, (unsigned long long)in,
+            (unsigned long long)rq->bytes_out, secs * 1e3);
+  else
+    srv_log("%s %s %d in=%llu out=%llu %.3fms (connection closed: %s)",
+            rq->method, rq->path, rq->status, (unsigned long long)in,
+            (unsigned long long)rq->bytes_out, secs * 1e3,
+            toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout"
+            : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN
+                ? "shutdown"
+                : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? "client"
+                                                             : "error");
+  atomic_fetch_sub(&g_inflight, 1);
+  req_release(rq);
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+  char msg[512];
+  size_t n;
+
+  (void)cls;
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  n = strlen(msg);
+  while (n && msg[n - 1] == '\n')
+    msg[--n] = '\0';
+  srv_log("libmicrohttpd: %s", msg);
+}
+
+/* ---------------------------------------------------------------------
+ * Daemon lifecycle
+ * --------------------------------------------------------------------- */
+
+int srv_http_start(void)
+{
+  struct addrinfo hints, *ai = NULL;
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                   MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+  const union MHD_DaemonInfo *info;
+  char port[16], shown[300];
+  unsigned timeout, threads;
+  struct MHD_OptionItem pool[2] = {{MHD_OPTION_END, 0, NULL},
+                                   {MHD_OPTION_END, 0, NULL}};
+  int rc;
+
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  snprintf(port, sizeof port, "%d", srv_cfg.port);
+  rc = getaddrinfo(srv_cfg.host, port, &hints, &ai);
+  if (rc != 0 || !ai) {
+    srv_log("cannot resolve --host %s: %s", srv_cfg.host, gai_strerror(rc));
+    return -1;
+  }
+  if (ai->ai_family == AF_INET6)
+    flags |= MHD_USE_IPv6;
+
+  g_max_body = srv_cfg.max_body_mb * 1048576.0 >= (double)(SIZE_MAX / 2)
+                   ? SIZE_MAX / 2
+                   : (size_t)(srv_cfg.max_body_mb * 1048576.0);
+  if (g_max_body == 0)
+    g_max_body = 1; /* a srv_buf ceiling of 0 would mean none */
+  /* MHD counts whole seconds; round up so that 0.5 does not mean "never". */
+  timeout = (unsigned)srv_cfg.timeout_s;
+  if ((double)timeout < srv_cfg.timeout_s)
+    timeout++;
+  threads = (unsigned)(srv_cfg.http_threads > 0 ? srv_cfg.http_threads : 1);
+  /* Each polling thread gets max_connections / threads connections. */
+  if (threads > (unsigned)srv_cfg.max_connections)
+    threads = (unsigned)srv_cfg.max_connections;
+
+  /* A pool of one polling thread is no pool: MHD warns if asked for it. */
+  if (threads > 1)
+    pool[0] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE,
+                                      (intptr_t)threads, NULL};
+
+  g_daemon = MHD_start_daemon(
+      flags, (uint16_t)srv_cfg.port, NULL, NULL, on_request, NULL,
+      /* First, so that MHD's messages about the other options use it. */
+      MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+      MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+      MHD_OPTION_ARRAY, pool,
+      MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv_cfg.max_connections,
+      /* 1 MiB per connection: large bodies arrive in fewer, larger reads
+       * (measured 30-80% faster than MHD's 32 KiB default). */
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)1 << 20,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+      MHD_OPTION_END);
+  freeaddrinfo(ai);
+  if (!g_daemon) {
+    srv_log("cannot listen on %s:%d", srv_cfg.host, srv_cfg.port);
+    return -1;
+  }
+  info = MHD_get_daemon_info(g_daemon, MHD_DAEMON_INFO_BIND_PORT);
+  g_port = info ? info->port : srv_cfg.port;
+  snprintf(shown, sizeof shown, strchr(srv_cfg.host, ':') ? "[%s]" : "%s",
+           srv_cfg.host);
+  printf("%s listening on http://%s:%d\n", SRV_NAME, shown, g_port);
+  fflush(stdout);
+  return 0;
+}
+
+void srv_http_drain(void)
+{
+  MHD_socket fd;
+
+  if (!g_daemon || atomic_exchange(&g_draining, 1))
+    return;
+  /* Stop accepting: the listening socket is ours to close after quiesce;
+   * new connections are then refused by the kernel. */
+  fd = MHD_quiesce_daemon(g_daemon);
+  if (fd != MHD_INVALID_SOCKET)
+    close(fd);
+}
+
+void srv_http_stop(void)
+{
+  if (!g_daemon)
+    return;
+  /* No connection is suspended here: main stops the pool first, and the
+   * pool resumes every connection it holds before it stops. */
+  MHD_stop_daemon(g_daemon);
+  g_daemon = NULL;
+}

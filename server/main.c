@@ -1,0 +1,132 @@
+/* main.c: attnbiasd's entry point -- configuration, signals, and the order
+ * in which the parts start and stop.  Nothing else lives here. */
+#include "http/http.h"
+#include "util/config.h"
+#include "work/work.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+
+/* Wait for SIGTERM/SIGINT (blocked in every thread, so they queue for
+ * this one). */
+static int wait_signal(const sigset_t *set, double timeout_s)
+{
+  struct timespec ts;
+  int sig;
+
+  if (timeout_s < 0) {
+    while (sigwait(set, &sig) != 0)
+      ;
+    return sig;
+  }
+  ts.tv_sec = (time_t)timeout_s;
+  ts.tv_nsec = (long)((timeout_s - (double)ts.tv_sec) * 1e9);
+  sig = sigtimedwait(set, NULL, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+static double mono_s(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Wait up to `secs` for the open requests to end; returns how many are
+ * still open (0: none). */
+static int wait_idle(const sigset_t *set, double secs)
+{
+  double deadline = mono_s() + secs;
+  int left;
+
+  while ((left = srv_http_inflight()) > 0) {
+    double rest = deadline - mono_s();
+    if (rest <= 0)
+      break;
+    if (wait_signal(set, rest < 0.01 ? rest : 0.01) > 0) {
+      srv_log("second signal: cutting the drain short");
+      break;
+    }
+  }
+  return left;
+}
+
+/* The drain of API.md: stop accepting, let every open request finish
+ * within --drain-s, then cut what remains.  A second signal cuts at once. */
+static void drain(const sigset_t *set)
+{
+  int left;
+
+  srv_http_drain();
+  left = wait_idle(set, srv_cfg.drain_s);
+  if (left > 0) {
+    srv_log("drain: %d request(s) still open; cutting them", left);
+    /* The pool skips what it has not started and its calls answer 503;
+     * once it has stopped, a moment lets those answers go out before the
+     * connections close. */
+    srv_work_cancel();
+    srv_work_stop();
+    wait_idle(set, 0.25);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  enum srv_action action;
+  char msg[1024];
+  sigset_t set;
+  int sig;
+
+  if (srv_config_load(&srv_cfg, argc, argv, &action, msg, sizeof msg) != 0) {
+    fprintf(stderr, "%s: %s\n", SRV_NAME, msg);
+    return 2;
+  }
+  switch (action) {
+  case SRV_ACTION_HELP:
+    srv_config_usage(stdout);
+    return 0;
+  case SRV_ACTION_VERSION:
+    printf("%s %s (kernels: %s)\n", SRV_NAME, ab_version(), ab_isa_name());
+    return 0;
+  case SRV_ACTION_HEALTHCHECK:
+    return srv_http_healthcheck(srv_cfg.host, srv_cfg.port) == 0 ? 0 : 1;
+  case SRV_ACTION_RUN:
+    break;
+  }
+
+  /* Before any thread exists: jansson's hash seed (its lazy init is not
+   * thread-safe), and the signal mask every thread inherits. */
+  json_object_seed(0);
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN); /* a client gone mid-response is not fatal */
+
+  if (srv_work_start(srv_cfg.threads) != 0) {
+    fprintf(stderr, "%s: cannot start the worker pool\n", SRV_NAME);
+    return 1;
+  }
+  if (srv_http_start() != 0) {
+    srv_work_stop();
+    return 1;
+  }
+  srv_log("%s %s ready: kernels %s, %d pool threads, %d HTTP threads, "
+          "max queue %d%s",
+          SRV_NAME, ab_version(), ab_isa_name(), srv_cfg.threads,
+          srv_cfg.http_threads, srv_cfg.max_queue,
+          srv_cfg.api_key[0] ? ", API key required" : "");
+
+  sig = wait_signal(&set, -1);
+  srv_log("%s: draining (up to %g s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
+          srv_cfg.drain_s);
+  drain(&set);
+  /* Order matters: the pool resumes every connection it holds before it
+   * stops, and MHD must not stop with a suspended connection. */
+  srv_work_stop(); /* (a no-op if the drain already stopped it) */
+  srv_http_stop();
+  srv_log("stopped");
+  return 0;
+}

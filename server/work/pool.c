@@ -1,0 +1,391 @@
+/* pool.c: the worker pool -- a libuv loop thread that owns the threadpool
+ * queue, and the splitting of a call's jobs into work items.
+ *
+ * Threads and what they touch:
+ *   - any thread (HTTP threads) calls srv_work_submit*: it appends a task to
+ *     g_pending under g_lock and wakes the loop with uv_async_send;
+ *   - the loop thread drains g_pending (uv_async_send coalesces wake-ups,
+ *     so one callback may find many tasks), calls uv_queue_work, runs the
+ *     after-work callbacks, starts each next job, and calls `done`;
+ *   - pool threads run work items: they claim pieces of the current job from
+ *     the task's atomic counter, and the one that finishes the call's last
+ *     piece runs the `complete` step.
+ * Lock order: g_lock is a leaf (nothing else is locked while holding it).
+ * A task's fields other than the atomics are written by the loop thread
+ * before uv_queue_work and read by workers after it; libuv's queue mutex
+ * orders those accesses, and likewise orders workers' writes before the
+ * after-work callbacks. */
+#include "work/work.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+struct task {
+  struct srv_call *c;
+  srv_work_complete_fn complete;
+  srv_work_done_fn done;
+  void *arg;
+  struct task *next; /* in g_pending */
+
+  int job;               /* index into c->jobs of the current phase */
+  int items;             /* work items of the current phase */
+  int items_after;       /* of those, after-work callbacks still due */
+  uv_work_t *work;       /* enough for the largest phase */
+
+  _Atomic int64_t next_piece; /* next piece of the current job to claim */
+  _Atomic int items_running;  /* items of the phase not yet finished */
+  _Atomic int failed;         /* first failure wins the right to set err */
+  _Atomic uint64_t kernel_ns;
+  int final;                  /* set by the last item: no phase follows */
+  int status;                 /* 0 or the HTTP status of the failure */
+  struct srv_err err;
+};
+
+static uv_loop_t g_loop;
+static uv_async_t g_wake;
+static uv_thread_t g_thread;
+static int g_threads;
+static int g_started;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct task *g_pending, *g_pending_tail; /* under g_lock */
+static int g_stopping;                          /* under g_lock */
+static _Atomic int g_cancel;
+
+static uint64_t now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Scratch for one work item: 64-byte aligned as ab_job_run wants. */
+static void *scratch_alloc(size_t n)
+{
+  void *p = NULL;
+
+  if (n == 0)
+    return NULL;
+  if (posix_memalign(&p, 64, n) != 0)
+    return NULL;
+  return p;
+}
+
+/* ---------------------------------------------------------------------
+ * Pool threads
+ * --------------------------------------------------------------------- */
+
+/* The index of the next job, at or after `from`, that has pieces; njobs if
+ * none.  Jobs without pieces have nothing to run. */
+static int next_job(const struct srv_call *c, int from)
+{
+  while (from < c->njobs && ab_job_pieces(c->jobs[from]) <= 0)
+    from++;
+  return from;
+}
+
+static void fail_task(struct task *t, int http, enum ab_status st,
+                      const char *msg)
+{
+  int expected = 0;
+
+  /* Only the first failure is reported; the others saw the same request. */
+  if (!atomic_compare_exchange_strong(&t->failed, &expected, 1))
+    return;
+  if (msg)
+    srv_fail(&t->err, http, NULL, "%s", msg);
+  else
+    srv_fail_lib(&t->err, st, ""); /* reads this thread's ab_last_error */
+}
+
+static void work_cb(uv_work_t *w)
+{
+  struct task *t = w->data;
+  struct srv_call *c = t->c;
+  uint64_t t0 = now_ns();
+
+  if (t->job < c->njobs) {
+    const ab_job_t *job = c->jobs[t->job];
+    int64_t pieces = ab_job_pieces(job), i;
+    size_t ss = ab_job_scratch_size(job);
+    void *scratch = scratch_alloc(ss);
+
+    if (ss && !scratch) {
+      fail_task(t, 500, AB_STATUS_OK, "cannot allocate scratch memory for a "
+                                      "kernel");
+    } else {
+      for (;;) {
+        if (atomic_load_explicit(&t->failed, memory_order_relaxed))
+          break;
+        if (atomic_load_explicit(&g_cancel, memory_order_relaxed)) {
+          fail_task(t, 503, AB_STATUS_OK,
+                    "the server is shutting down and the drain deadline "
+                    "passed before this request was computed");
+          break;
+        }
+        /* Pieces are numbered costliest first, so taking them in order
+         * from one counter balances the items. */
+        i = atomic_fetch_add_explicit(&t->next_piece, 1,
+                                      memory_order_relaxed);
+        if (i >= pieces)
+          break;
+        enum ab_status st = ab_job_run(job, i, scratch);
+        if (st != AB_STATUS_OK) {
+          fail_task(t, 0, st, NULL);
+          break;
+        }
+      }
+    }
+    free(scratch);
+  }
+  atomic_fetch_add_explicit(&t->kernel_ns, now_ns() - t0,
+                            memory_order_relaxed);
+
+  /* The last item of the phase decides whether the call is finished; the
+   * acq_rel decrement makes every other item's writes (outputs, err)
+   * visible here before finish/encode read them. */
+  if (atomic_fetch_sub_explicit(&t->items_running, 1, memory_order_acq_rel) !=
+      1)
+    return;
+  t->final = atomic_load(&t->failed) || next_job(c, t->job + 1) >= c->njobs;
+  if (!t->final)
+    return;
+  c->kernel_seconds = (double)atomic_load(&t->kernel_ns) * 1e-9;
+  t->status = atomic_load(&t->failed) ? t->err.http : 0;
+  if (t->complete)
+    t->complete(c, t->status, t->status ? &t->err : NULL, t->arg);
+}
+
+/* ---------------------------------------------------------------------
+ * Loop thread
+ * --------------------------------------------------------------------- */
+
+static void after_work_cb(uv_work_t *w, int status);
+
+/* Queue the work items of job t->job (t->job may be njobs for a call
+ * without pieces: one item then runs only the completion step). */
+static void start_phase(struct task *t)
+{
+  int64_t pieces = t->job < t->c->njobs ? ab_job_pieces(t->c->jobs[t->job])
+                                        : 0;
+  int n = pieces < g_threads ? (int)pieces : g_threads, i;
+
+  if (n < 1)
+    n = 1;
+  t->items = n;
+  t->items_after = n;
+  atomic_store(&t->next_piece, 0);
+  atomic_store(&t->items_running, n);
+  for (i = 0; i < n; i++) {
+    t->work[i].data = t;
+    /* uv_queue_work fails only for a NULL work_cb. */
+    uv_queue_work(&g_loop, &t->work[i], work_cb, after_work_cb);
+  }
+}
+
+static void task_free(struct task *t)
+{
+  free(t->work);
+  free(t);
+}
+
+static void finish_task(struct task *t)
+{
+  struct srv_call *c = t->c;
+  srv_work_done_fn done = t->done;
+  void *arg = t->arg;
+  int status = t->status;
+
+  task_free(t);
+  done(c, status, arg);
+}
+
+static void after_work_cb(uv_work_t *w, int status)
+{
+  struct task *t = w->data;
+
+  (void)status; /* UV_ECANCELED never happens: we never call uv_cancel */
+  if (--t->items_after > 0)
+    return;
+  if (t->final) {
+    finish_task(t);
+    return;
+  }
+  t->job = next_job(t->c, t->job + 1);
+  start_phase(t);
+}
+
+static void wake_cb(uv_async_t *h)
+{
+  struct task *list, *t;
+  int stopping;
+
+  pthread_mutex_lock(&g_lock);
+  list = g_pending;
+  g_pending = g_pending_tail = NULL;
+  stopping = g_stopping;
+  pthread_mutex_unlock(&g_lock);
+
+  while ((t = list) != NULL) {
+    list = t->next;
+    t->job = next_job(t->c, 0);
+    start_phase(t);
+  }
+  /* Submissions are refused once g_stopping is set, so nothing can be
+   * added after this drain: closing the handle lets uv_run return as soon
+   * as the queued work has come back. */
+  if (stopping && !uv_is_closing((uv_handle_t *)h))
+    uv_close((uv_handle_t *)h, NULL);
+}
+
+static void loop_main(void *arg)
+{
+  (void)arg;
+  uv_run(&g_loop, UV_RUN_DEFAULT);
+}
+
+/* ---------------------------------------------------------------------
+ * Public entry points
+ * --------------------------------------------------------------------- */
+
+int srv_work_start(int threads)
+{
+  char val[16];
+
+  if (g_started)
+    return -1;
+  if (threads < 1)
+    threads = 1;
+  /* libuv reads UV_THREADPOOL_SIZE once, when the first work is queued;
+   * this runs before any other thread exists (setenv is not thread-safe). */
+  snprintf(val, sizeof val, "%d", threads);
+  if (setenv("UV_THREADPOOL_SIZE", val, 1) != 0)
+    return -1;
+  g_threads = threads;
+  if (uv_loop_init(&g_loop) != 0)
+    return -1;
+  if (uv_async_init(&g_loop, &g_wake, wake_cb) != 0) {
+    uv_loop_close(&g_loop);
+    return -1;
+  }
+  g_stopping = 0;
+  atomic_store(&g_cancel, 0);
+  if (uv_thread_create(&g_thread, loop_main, NULL) != 0) {
+    uv_close((uv_handle_t *)&g_wake, NULL);
+    uv_run(&g_loop, UV_RUN_DEFAULT);
+    uv_loop_close(&g_loop);
+    return -1;
+  }
+  g_started = 1;
+  return 0;
+}
+
+int srv_work_submit_full(struct srv_call *c, srv_work_complete_fn complete,
+                         srv_work_done_fn done, void *arg)
+{
+  struct task *t;
+  int64_t most = 1;
+  int j;
+
+  if (!g_started || !done)
+    return -1;
+  /* A phase queues min(pieces, threads) items: size the array for the
+   * largest one only. */
+  for (j = 0; j < c->njobs; j++)
+    if (ab_job_pieces(c->jobs[j]) > most)
+      most = ab_job_pieces(c->jobs[j]);
+  if (most > g_threads)
+    most = g_threads;
+  t = calloc(1, sizeof *t);
+  if (!t)
+    return -1;
+  t->work = calloc((size_t)most, sizeof *t->work);
+  if (!t->work) {
+    free(t);
+    return -1;
+  }
+  t->c = c;
+  t->complete = complete;
+  t->done = done;
+  t->arg = arg;
+  c->kernel_seconds = 0;
+
+  pthread_mutex_lock(&g_lock);
+  if (g_stopping) {
+    pthread_mutex_unlock(&g_lock);
+    task_free(t);
+    return -1;
+  }
+  if (g_pending_tail)
+    g_pending_tail->next = t;
+  else
+    g_pending = t;
+  g_pending_tail = t;
+  /* Sent under the lock so that srv_work_stop cannot close the handle
+   * between the check of g_stopping and this call. */
+  uv_async_send(&g_wake);
+  pthread_mutex_unlock(&g_lock);
+  return 0;
+}
+
+int srv_work_submit(struct srv_call *c,
+                    void (*done)(struct srv_call *c, int status, void *arg),
+                    void *arg)
+{
+  return srv_work_submit_full(c, NULL, done, arg);
+}
+
+int srv_work_run_inline(struct srv_call *c, struct srv_err *err)
+{
+  uint64_t t0 = now_ns();
+  int j, rc = 0;
+
+  for (j = 0; j < c->njobs && rc == 0; j++) {
+    const ab_job_t *job = c->jobs[j];
+    int64_t pieces = ab_job_pieces(job), i;
+    size_t ss = ab_job_scratch_size(job);
+    void *scratch = scratch_alloc(ss);
+
+    if (ss && !scratch) {
+      rc = srv_fail(err, 500, NULL,
+                    "cannot allocate %zu bytes of scratch memory for a kernel",
+                    ss);
+      break;
+    }
+    for (i = 0; i < pieces; i++) {
+      enum ab_status st = ab_job_run(job, i, scratch);
+      if (st != AB_STATUS_OK) {
+        rc = srv_fail_lib(err, st, "");
+        break;
+      }
+    }
+    free(scratch);
+  }
+  c->kernel_seconds = (double)(now_ns() - t0) * 1e-9;
+  return rc;
+}
+
+void srv_work_cancel(void) { atomic_store(&g_cancel, 1); }
+
+int srv_work_threads(void) { return g_threads; }
+
+void srv_work_stop(void)
+{
+  if (!g_started)
+    return;
+  pthread_mutex_lock(&g_lock);
+  g_stopping = 1;
+  uv_async_send(&g_wake);
+  pthread_mutex_unlock(&g_lock);
+  /* The loop returns once the wake handle is closed and every queued work
+   * item has come back, i.e. after the last `done`. */
+  uv_thread_join(&g_thread);
+  uv_loop_close(&g_loop);
+  g_started = 0;
+}

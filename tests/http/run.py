@@ -1,0 +1,449 @@
+#!/usr/bin/python3
+"""run.py: the HTTP test harness of attnbiasd (`make test` runs it after the
+unit tests).
+
+    /usr/bin/python3 tests/http/run.py --server build/attnbiasd [options] [files]
+
+      --server PATH   the binary under test (default build/attnbiasd)
+      -k TEXT         run only tests whose "file::name" contains TEXT
+      --valgrind      run every server under valgrind (also ATTNBIAS_TEST_VALGRIND=1);
+                      a server must then exit 0 with no error and no definite leak
+      --budget S      stop starting tests after S seconds (default 900)
+      -v              print each server's log after a failing test
+      files           test files to run (default: every tests/http/test_*.py)
+
+Writing tests -- the convention
+-------------------------------
+A test file is tests/http/test_<topic>.py.  Its tests are the module-level
+functions named test_*, run in the order they are defined.  A test passes when
+it returns and fails when it raises (use plain `assert`; AssertionError
+messages are printed).  What a test needs is given by its parameter names:
+
+  server (or srv)  the file's shared server, started on first use on
+                   127.0.0.1 with --port 0 and the file's module-level
+                   SERVER_ARGS (list of flags, default []) and SERVER_ENV
+                   (dict of extra environment, default {}); stopped with
+                   SIGTERM after the file's last test, and it must then exit 0.
+  start            start(*flags, env=None, api_key=None) -> a fresh Server
+                   with those flags (api_key: written to a temporary file and
+                   passed as --api-key-file).  After the test every server
+                   started so that still runs gets SIGTERM and must exit 0
+                   (it is killed if the test failed).  Use it when a test
+                   needs its own flags or stops the server.
+  binary           the path of the server binary (to run it with other
+                   arguments, e.g. --version).
+A parameter with a default value that the harness does not know is left to
+its default.  Raise run.Skip("why") (import run) only when something outside
+the project is missing; a skip is printed but counts as neither passed nor
+failed.
+
+A Server has: .url ("http://127.0.0.1:PORT", also .base_url), .host, .port,
+.binary, .api_key, .proc (subprocess.Popen), and
+  request(method, path, body=None, json=None, headers=None, timeout=30)
+      -> Response(.status, .headers (lower-case names), .body (bytes),
+                  .json(), .text); api_key is sent automatically when set
+                  unless headers has "Authorization" (None to omit it);
+  get(path, **kw), post(path, json=None, body=None, **kw);
+  raw(data, timeout=5) -> bytes: sends data on a new socket and reads until
+      the server closes or the timeout passes;
+  connect() -> a connected socket (the caller closes it);
+  metrics() -> {(name, frozenset(labels.items())): value};
+  stop(sig=SIGTERM, timeout=60) -> exit status;  log() -> its stderr so far.
+Every request has a timeout; every server is killed at the end, whatever
+happens.  Output: one line per test, then exactly "N passed, N failed"; the
+exit status is 1 if any test failed.
+"""
+
+import argparse
+import http.client
+import importlib.util
+import inspect
+import json as jsonlib
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+VALGRIND = False
+# Time scale for timeouts: valgrind slows the server down by 10-50x.
+SLOW = 1.0
+
+
+class Skip(Exception):
+    """Raised by a test when something outside the project is missing."""
+
+
+class TestTimeout(Exception):
+    """Raised (by SIGALRM) in a test that ran past its time limit."""
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        return jsonlib.loads(self.body)
+
+    def __repr__(self):
+        return "<Response %d %s %r>" % (self.status, self.headers.get("content-type"),
+                                        self.body[:200])
+
+
+_LISTEN_RE = re.compile(r"listening on http://(\[[^\]]+\]|[^:/\s]+):(\d+)")
+
+
+class Server:
+    """One attnbiasd process on 127.0.0.1 with a port the kernel picked."""
+
+    def __init__(self, binary, args=(), env=None, api_key=None):
+        self.binary = binary
+        self.api_key = api_key
+        self._keyfile = None
+        args = list(args)
+        if api_key is not None:
+            fd, self._keyfile = tempfile.mkstemp(prefix="attnbias-key-")
+            with os.fdopen(fd, "w") as f:
+                f.write(api_key + "\n")
+            args += ["--api-key-file", self._keyfile]
+        self.args = ["--host", "127.0.0.1", "--port", "0"] + args
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        cmd = [binary] + self.args
+        if VALGRIND:
+            cmd = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
+                   "--errors-for-leak-kinds=definite",
+                   "--show-leak-kinds=definite"] + cmd
+        self._err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err,
+                                     stdin=subprocess.DEVNULL, env=full_env)
+        self.exit_status = None
+        try:
+            self.host, self.port = self._read_port(30 * SLOW)
+        except Exception:
+            self.kill()
+            raise
+        self.url = self.base_url = "http://%s:%d" % (self.host, self.port)
+
+    def _read_port(self, timeout):
+        deadline = time.monotonic() + timeout
+        buf = b""
+        fd = self.proc.stdout.fileno()
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([fd], [], [], 0.1)
+            if r:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                buf += chunk
+                m = _LISTEN_RE.search(buf.decode("utf-8", "replace"))
+                if m:
+                    return m.group(1).strip("[]"), int(m.group(2))
+            elif self.proc.poll() is not None:
+                break
+        raise RuntimeError("server did not print its port (exit %r): %s\n%s"
+                           % (self.proc.poll(), buf.decode("utf-8", "replace"),
+                              self.log()))
+
+    # ---- requests -------------------------------------------------------
+    def request(self, method, path, body=None, json=None, headers=None, timeout=30):
+        hdrs = {}
+        if self.api_key is not None:
+            hdrs["Authorization"] = "Bearer " + self.api_key
+        if json is not None:
+            body = jsonlib.dumps(json).encode()
+            hdrs["Content-Type"] = "application/json"
+        for k, v in (headers or {}).items():
+            for old in [h for h in hdrs if h.lower() == k.lower()]:
+                del hdrs[old]
+            if v is not None:
+                hdrs[k] = v
+        if isinstance(body, str):
+            body = body.encode()
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout * SLOW)
+        try:
+            conn.request(method, path, body=body, headers=hdrs)
+            resp = conn.getresponse()
+            data = resp.read()
+            heads = {k.lower(): v for k, v in resp.getheaders()}
+            return Response(resp.status, heads, data)
+        finally:
+            conn.close()
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, json=None, body=None, **kw):
+        return self.request("POST", path, body=body, json=json, **kw)
+
+    def connect(self, timeout=10):
+        s = socket.create_connection((self.host, self.port), timeout=timeout * SLOW)
+        return s
+
+    def raw(self, data, timeout=5):
+        s = self.connect(timeout)
+        out = b""
+        try:
+            s.settimeout(timeout * SLOW)
+            s.sendall(data)
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                out += chunk
+        except (socket.timeout, ConnectionError):
+            pass
+        finally:
+            s.close()
+        return out
+
+    def metrics(self):
+        r = self.get("/metrics", headers={"Authorization": None})
+        assert r.status == 200, r
+        return parse_metrics(r.text)
+
+    # ---- lifecycle ------------------------------------------------------
+    def log(self):
+        try:
+            self._err.seek(0)
+            return self._err.read().decode("utf-8", "replace")
+        except (ValueError, OSError):
+            return ""
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        """Signal the server and wait; returns its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout * SLOW)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError("server did not exit within %gs of signal %d"
+                                     % (timeout * SLOW, sig))
+        self.exit_status = self.proc.returncode
+        self._cleanup()
+        return self.exit_status
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._cleanup()
+
+    def _cleanup(self):
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        if self._keyfile:
+            try:
+                os.unlink(self._keyfile)
+            except OSError:
+                pass
+            self._keyfile = None
+
+
+_SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$')
+_LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    """Prometheus text format 0.0.4 -> {(name, frozenset(labels)): float}.
+    Raises ValueError on a line that is not a comment or a sample."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE_RE.match(line)
+        if not m:
+            raise ValueError("not a metrics sample: %r" % line)
+        labels = frozenset(_LABEL_RE.findall(m.group(3) or ""))
+        out[(m.group(1), labels)] = float(m.group(4))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# running
+# ---------------------------------------------------------------------------
+
+def _alarm(signum, frame):
+    raise TestTimeout("test ran past its time limit")
+
+
+class _Module:
+    """A test file, its shared server and the servers its tests started."""
+
+    def __init__(self, path, binary):
+        self.path = path
+        self.name = os.path.basename(path)
+        self.binary = binary
+        self.shared = None
+        spec = importlib.util.spec_from_file_location(
+            "attnbias_http_" + self.name[:-3], path)
+        self.mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.mod)
+
+    def tests(self):
+        fns = [(n, f) for n, f in vars(self.mod).items()
+               if n.startswith("test_") and inspect.isfunction(f)
+               and f.__module__ == self.mod.__name__]
+        fns.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
+        return fns
+
+    def shared_server(self):
+        if self.shared is None:
+            self.shared = Server(self.binary, getattr(self.mod, "SERVER_ARGS", []),
+                                 getattr(self.mod, "SERVER_ENV", {}))
+        return self.shared
+
+    def stop_shared(self):
+        """Stop the shared server; returns an error string or None."""
+        if self.shared is None:
+            return None
+        srv, self.shared = self.shared, None
+        try:
+            st = srv.stop()
+        except AssertionError as e:
+            return str(e)
+        if st != 0:
+            return "shared server exited with status %d:\n%s" % (st, srv.log()[-4000:])
+        return None
+
+
+def run_test(module, name, fn, verbose):
+    started = []
+
+    def start(*flags, env=None, api_key=None):
+        s = Server(module.binary, flags, env, api_key)
+        started.append(s)
+        return s
+
+    kwargs = {}
+    for pname, p in inspect.signature(fn).parameters.items():
+        if pname in ("server", "srv"):
+            kwargs[pname] = module.shared_server()
+        elif pname == "start":
+            kwargs[pname] = start
+        elif pname == "binary":
+            kwargs[pname] = module.binary
+        elif p.default is inspect.Parameter.empty:
+            raise TypeError("unknown fixture %r (see run.py's docstring)" % pname)
+    failing = False
+    try:
+        fn(**kwargs)
+    except BaseException:
+        failing = True
+        raise
+    finally:
+        # A server still running after a passing test must shut down cleanly:
+        # SIGTERM, then exit 0 (under valgrind or ASan that also means no
+        # memory error and no leak).  After a failing test, just kill it.
+        problem = None
+        for s in started:
+            try:
+                if verbose and failing:
+                    sys.stdout.write("---- server log (%s)\n%s\n" % (" ".join(s.args), s.log()))
+                if not failing and problem is None and s.proc.poll() is None:
+                    st = s.stop()
+                    if st != 0:
+                        problem = "server %s exited %d after SIGTERM:\n%s" % (
+                            " ".join(s.args), st, s.log()[-4000:])
+            except AssertionError as e:
+                problem = str(e)
+            finally:
+                s.kill()
+        if problem and not failing:
+            raise AssertionError(problem)
+
+
+def main(argv):
+    global VALGRIND, SLOW
+    ap = argparse.ArgumentParser(description="attnbiasd HTTP tests")
+    ap.add_argument("--server", default=os.path.join(ROOT, "build", "attnbiasd"))
+    ap.add_argument("-k", default="")
+    ap.add_argument("--valgrind", action="store_true")
+    ap.add_argument("--budget", type=float, default=900)
+    ap.add_argument("--test-timeout", type=float, default=120)
+    ap.add_argument("-v", action="store_true")
+    ap.add_argument("files", nargs="*")
+    args = ap.parse_args(argv)
+
+    VALGRIND = args.valgrind or os.environ.get("ATTNBIAS_TEST_VALGRIND") == "1"
+    SLOW = 10.0 if VALGRIND else 1.0
+    binary = os.path.abspath(args.server)
+    if not os.access(binary, os.X_OK):
+        print("no server binary at %s" % binary)
+        print("0 passed, 1 failed")
+        return 1
+    sys.modules.setdefault("run", sys.modules[__name__])
+    sys.path.insert(0, HERE)
+    files = args.files or sorted(
+        os.path.join(HERE, f) for f in os.listdir(HERE)
+        if f.startswith("test_") and f.endswith(".py"))
+
+    signal.signal(signal.SIGALRM, _alarm)
+    t_start = time.monotonic()
+    passed = failed = skipped = 0
+    for path in files:
+        try:
+            module = _Module(path, binary)
+        except Exception:
+            failed += 1
+            print("FAIL %s (cannot import)\n%s" % (os.path.basename(path),
+                                                   traceback.format_exc()))
+            continue
+        try:
+            for name, fn in module.tests():
+                full = "%s::%s" % (module.name, name)
+                if args.k not in full:
+                    continue
+                if time.monotonic() - t_start > args.budget:
+                    failed += 1
+                    print("FAIL %s (not run: the %gs budget is spent)" % (full, args.budget))
+                    continue
+                t0 = time.monotonic()
+                signal.alarm(int(args.test_timeout * SLOW))
+                try:
+                    run_test(module, name, fn, args.v)
+                    signal.alarm(0)
+                    passed += 1
+                    print("ok   %s (%.2fs)" % (full, time.monotonic() - t0))
+                except Skip as e:
+                    signal.alarm(0)
+                    skipped += 1
+                    print("skip %s: %s" % (full, e))
+                except BaseException as e:  # a test's failure never stops the run
+                    signal.alarm(0)
+                    if isinstance(e, KeyboardInterrupt):
+                        raise
+                    failed += 1
+                    print("FAIL %s (%.2fs)\n%s" % (full, time.monotonic() - t0,
+                                                   traceback.format_exc().rstrip()))
+                    if args.v and module.shared is not None:
+                        print("---- shared server log\n%s" % module.shared.log()[-8000:])
+                sys.stdout.flush()
+        finally:
+            err = module.stop_shared()
+            if err:
+                failed += 1
+                print("FAIL %s (shared server stop)\n%s" % (module.name, err))
+    if skipped:
+        print("(%d skipped)" % skipped)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

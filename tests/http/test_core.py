@@ -1,0 +1,593 @@
+"""test_core.py: the HTTP core of attnbiasd -- health and readiness,
+metrics, routing errors, problem+json, API keys, body limits and framing,
+admission (503), graceful shutdown, idle timeouts, X-Attnbias-Ignored,
+many connections, and the command line.  Conventions: see run.py."""
+
+import base64
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import run
+
+# A small valid request, answered inline (tiny).
+BIAS = {"method": "alibi", "num_heads": 2, "q_len": 4, "k_len": 4}
+BIAS_BODY = json.dumps(BIAS).encode()
+
+PROBLEM_TYPE = re.compile(r"^https://attnbias\.dev/errors/[a-z0-9-]+$")
+
+
+def check_problem(r, status, field=None):
+    """r is an RFC 9457 problem of this status, in the shape of API.md."""
+    assert r.status == status, r
+    assert r.headers.get("content-type", "").startswith("application/problem+json"), r
+    p = r.json()
+    for key, typ in (("type", str), ("title", str), ("status", int),
+                     ("detail", str), ("error", str)):
+        assert isinstance(p.get(key), typ), (key, p)
+    assert PROBLEM_TYPE.match(p["type"]), p
+    assert p["status"] == status, p
+    assert p["error"] == p["detail"] and p["detail"], p
+    if field is not None:
+        assert p.get("field") == field, p
+    return p
+
+
+def wait_for(cond, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout * run.SLOW
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def gauge(srv, name):
+    return srv.metrics()[(name, frozenset())]
+
+
+def read_response(sock, timeout=10.0):
+    """Read one HTTP response (Content-Length framed) from sock ->
+    (status, headers dict lower-case, body); b'' body when closed early."""
+    sock.settimeout(timeout * run.SLOW)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError("connection closed before a response: %r" % buf)
+        buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    n = int(headers.get("content-length", "0"))
+    while len(rest) < n:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return status, headers, rest[:n]
+
+
+def attention_body(n, heads=8, dim=64):
+    """A /v1/attention request heavy enough to keep one pool thread busy for
+    a while (4*heads*n*n*dim flops), with b64 tensors and a b64 output."""
+    import numpy as np
+    rng = np.random.default_rng(7)
+
+    def t(shape):
+        a = rng.standard_normal(shape).astype("<f4")
+        return {"shape": list(shape), "dtype": "float32",
+                "b64": base64.b64encode(a.tobytes()).decode()}
+    return json.dumps({"q": t((1, heads, n, dim)), "k": t((1, 1, n, dim)),
+                       "v": t((1, 1, n, dim)), "encoding": "b64"}).encode()
+
+
+# ---------------------------------------------------------------------------
+# health, metrics, routing
+# ---------------------------------------------------------------------------
+
+def test_healthz_readyz(server):
+    r = server.get("/healthz")
+    assert r.status == 200 and r.json() == {"status": "ok"}, r
+    assert r.headers["content-type"].startswith("application/json")
+    r = server.get("/readyz")
+    assert r.status == 200 and r.json()["status"] == "ok", r
+    # HEAD: the GET route's headers, no body.
+    r = server.request("HEAD", "/healthz")
+    assert r.status == 200 and r.body == b"", r
+
+
+def test_openapi_served(server):
+    r = server.get("/openapi.yaml")
+    assert r.status == 200, r
+    with open(run.ROOT + "/api/openapi.yaml", "rb") as f:
+        assert r.body == f.read()
+    assert "yaml" in r.headers["content-type"]
+
+
+def test_unknown_route_404(server):
+    p = check_problem(server.get("/v2/nothing"), 404)
+    assert "/v2/nothing" in p["detail"]
+    check_problem(server.post("/v1/rope/", json={}), 404)
+
+
+def test_wrong_method_405_with_allow(server):
+    r = server.get("/v1/attention")
+    check_problem(r, 405)
+    assert r.headers["allow"] == "POST", r.headers
+    r = server.post("/healthz", body=b"")
+    check_problem(r, 405)
+    assert "GET" in [m.strip() for m in r.headers["allow"].split(",")], r.headers
+    r = server.request("DELETE", "/v1/bias")
+    check_problem(r, 405)
+
+
+def test_problem_names_the_field(server):
+    bad = dict(BIAS, num_heads=0)
+    p = check_problem(server.post("/v1/bias", json=bad), 400, field="/num_heads")
+    assert "0" in p["detail"], p
+    check_problem(server.post("/v1/bias", body=b"{not json",
+                              headers={"Content-Type": "application/json"}), 400)
+
+
+def test_unsupported_media_type_415(server):
+    r = server.post("/v1/bias", body=BIAS_BODY, headers={"Content-Type": "text/plain"})
+    check_problem(r, 415)
+
+
+def test_ignored_fields_header(server):
+    r = server.post("/v1/bias", json=dict(BIAS, zzz_unknown=1))
+    assert r.status == 200, r
+    assert "zzz_unknown" in r.headers.get("x-attnbias-ignored", ""), r.headers
+    r = server.post("/v1/bias", json=BIAS)
+    assert r.status == 200 and "x-attnbias-ignored" not in r.headers, r.headers
+    # A field name cannot inject a header: CR, LF and non-ASCII bytes are
+    # percent-encoded in the header value.
+    r = server.post("/v1/bias", json=dict(BIAS, **{"a\r\nInjected: 1": 1, "\u00e9t\u00e9": 2}))
+    assert r.status == 200, r
+    assert "injected" not in r.headers, r.headers
+    ignored = r.headers.get("x-attnbias-ignored", "")
+    assert "a%0D%0AInjected: 1" in ignored and "%C3%A9t%C3%A9" in ignored, ignored
+
+
+def test_metrics_content(server):
+    before = server.metrics()
+    for _ in range(3):
+        assert server.get("/healthz").status == 200
+    server.get("/no/such/route")
+    assert server.post("/v1/bias", json=BIAS).status == 200
+
+    def val(mm, name, **labels):
+        return mm.get((name, frozenset(labels.items())), 0.0)
+
+    # A request is counted when MHD reports it complete, which may be just
+    # after the client has read the response: poll briefly.
+    def counted():
+        m = server.metrics()
+        return val(m, "attnbias_requests_total", route="bias", status="200") >= \
+            val(before, "attnbias_requests_total", route="bias", status="200") + 1
+    wait_for(counted, what="the requests to be counted")
+    r = server.get("/metrics")
+    assert r.status == 200, r
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4"), r.headers
+    text = r.text
+    m = run.parse_metrics(text)
+    for name, typ in (("attnbias_requests_total", "counter"),
+                      ("attnbias_request_duration_seconds", "histogram"),
+                      ("attnbias_inflight_requests", "gauge"),
+                      ("attnbias_queue_depth", "gauge"),
+                      ("attnbias_bytes_received_total", "counter"),
+                      ("attnbias_bytes_sent_total", "counter"),
+                      ("attnbias_kernel_seconds_total", "counter"),
+                      ("attnbias_rejected_total", "counter")):
+        assert "# TYPE %s %s\n" % (name, typ) in text, name
+        assert "# HELP %s " % name in text, name
+    assert val(m, "attnbias_requests_total", route="healthz", status="200") \
+        >= val(before, "attnbias_requests_total", route="healthz", status="200") + 3
+    assert val(m, "attnbias_requests_total", route="none", status="404") >= 1
+    assert val(m, "attnbias_requests_total", route="bias", status="200") >= 1
+    assert val(m, "attnbias_bytes_received_total") >= \
+        val(before, "attnbias_bytes_received_total") + len(json.dumps(BIAS))
+    assert val(m, "attnbias_bytes_sent_total") > val(before, "attnbias_bytes_sent_total")
+    # This very request is in flight; nothing is queued.
+    assert val(m, "attnbias_inflight_requests") >= 1
+    assert val(m, "attnbias_queue_depth") == 0
+    for reason in ("queue_full", "body_too_large", "unauthorized"):
+        assert ("attnbias_rejected_total", frozenset({("reason", reason)})) in m, reason
+    # Histograms: cumulative buckets, +Inf == _count, for every route seen.
+    for route in ("healthz", "bias"):
+        buckets = sorted(
+            (float(dict(k[1])["le"]), v) for k, v in m.items()
+            if k[0] == "attnbias_request_duration_seconds_bucket"
+            and dict(k[1])["route"] == route)
+        counts = [v for _, v in buckets]
+        assert counts == sorted(counts), (route, buckets)
+        assert buckets[-1][0] == float("inf")
+        assert buckets[-1][1] == val(m, "attnbias_request_duration_seconds_count",
+                                     route=route), route
+        assert val(m, "attnbias_request_duration_seconds_sum", route=route) > 0
+
+
+# ---------------------------------------------------------------------------
+# API key
+# ---------------------------------------------------------------------------
+
+def test_api_key(start):
+    key = "s3cret-Key_0123456789"
+    srv = start(api_key=key)
+    no_key = {"Authorization": None}
+    r = srv.get("/v1/methods", headers=no_key)
+    check_problem(r, 401)
+    assert r.headers.get("www-authenticate", "").startswith("Bearer"), r.headers
+    for wrong in ("Bearer " + key[:-1], "Bearer " + key + "x", "Basic " + key,
+                  "Bearer", key):
+        r = srv.get("/v1/methods", headers={"Authorization": wrong})
+        check_problem(r, 401)
+    assert srv.get("/v1/methods").status == 200
+    assert srv.get("/v1/methods", headers={"Authorization": "bearer  " + key}).status == 200
+    # A POST without the key is refused before its body is read.
+    r = srv.post("/v1/bias", json=BIAS, headers=no_key)
+    check_problem(r, 401)
+    assert r.headers.get("connection", "").lower() == "close", r.headers
+    assert srv.post("/v1/bias", json=BIAS).status == 200
+    for path in ("/healthz", "/readyz", "/metrics", "/openapi.yaml"):
+        assert srv.get(path, headers=no_key).status == 200, path
+    m = srv.metrics()
+    assert m[("attnbias_rejected_total", frozenset({("reason", "unauthorized")}))] >= 7
+
+
+# ---------------------------------------------------------------------------
+# body limits and framing
+# ---------------------------------------------------------------------------
+
+def test_413_by_content_length_before_the_body(start):
+    srv = start("--max-body-mb", "1")
+    s = srv.connect()
+    try:
+        # Only the headers: the answer must come without the body being sent.
+        s.sendall(b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 2000000\r\n\r\n")
+        status, headers, body = read_response(s)
+        assert status == 413, (status, body)
+        assert headers.get("connection", "").lower() == "close", headers
+        p = json.loads(body)
+        assert p["status"] == 413 and "max-body-mb" in p["detail"], p
+        # ... and the server closes instead of reading the body.
+        s.settimeout(5 * run.SLOW)
+        assert s.recv(100) == b""
+    finally:
+        s.close()
+    # Just under the cap is read and answered normally.
+    pad = dict(BIAS, pad="x" * (1048576 - len(BIAS_BODY) - 20))
+    assert srv.post("/v1/bias", json=pad).status == 200
+    m = srv.metrics()
+    assert m[("attnbias_rejected_total", frozenset({("reason", "body_too_large")}))] == 1
+
+
+def chunked(data, size):
+    out = b""
+    for i in range(0, len(data), size):
+        piece = data[i:i + size]
+        out += b"%x\r\n%s\r\n" % (len(piece), piece)
+    return out + b"0\r\n\r\n"
+
+
+def test_413_by_chunked_body(start):
+    srv = start("--max-body-mb", "0.01")  # 10485 bytes
+    body = json.dumps(dict(BIAS, pad="y" * 20000)).encode()
+    head = (b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n")
+    out = srv.raw(head + chunked(body, 1000))
+    assert out.startswith(b"HTTP/1.1 413 "), out[:200]
+    assert b"\r\nConnection: close\r\n" in out, out[:400]
+    # Under the cap, chunked bodies work.
+    small = json.dumps(BIAS).encode()
+    out = srv.raw(head.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+                  + chunked(small, 7))
+    assert out.startswith(b"HTTP/1.1 200 "), out[:300]
+    # Far over the cap the server stops reading and closes: no 200 ever.
+    s = srv.connect()
+    got = b""
+    try:
+        s.sendall(head)
+        block = b"%x\r\n%s\r\n" % (65536, b"z" * 65536)
+        for _ in range(400):  # 25 MiB
+            s.sendall(block)
+        s.settimeout(5 * run.SLOW)
+        got = s.recv(4096)
+    except (ConnectionError, socket.timeout):
+        pass
+    finally:
+        s.close()
+    assert not got.startswith(b"HTTP/1.1 200"), got[:200]
+
+
+def test_400_ambiguous_framing(server):
+    two_lengths = (b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n%s"
+                   % (len(BIAS_BODY), len(BIAS_BODY) + 1, BIAS_BODY))
+    both = (b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%s"
+            % (len(BIAS_BODY), chunked(BIAS_BODY, 10)))
+    for req in (two_lengths, both):
+        out = server.raw(req)
+        assert out.startswith(b"HTTP/1.1 400 "), out[:300]
+        assert b"\r\nConnection: close\r\n" in out, out[:400]
+        body = out.partition(b"\r\n\r\n")[2]
+        p = json.loads(body)
+        assert p["status"] == 400 and "ength" in p["detail"], p
+    # Two equal Content-Length headers are not ambiguous.
+    same = (b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+            % (len(BIAS_BODY), len(BIAS_BODY), BIAS_BODY))
+    assert server.raw(same).startswith(b"HTTP/1.1 200 ")
+
+
+# ---------------------------------------------------------------------------
+# admission, drain, timeouts
+# ---------------------------------------------------------------------------
+
+def hold_slot(srv, path="/v1/attention"):
+    """Admit a request and keep it open: headers and half of a body."""
+    s = srv.connect()
+    s.sendall(b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s"
+              % (path.encode(), len(BIAS_BODY), BIAS_BODY[:10]))
+    return s
+
+
+def test_queue_full_503(start):
+    srv = start("--threads", "1", "--max-queue", "1")
+    s = hold_slot(srv, "/v1/bias")
+    try:
+        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 1, what="admission")
+        r = srv.post("/v1/bias", json=BIAS)
+        check_problem(r, 503)
+        assert int(r.headers["retry-after"]) >= 1, r.headers
+        # Health and metrics are not work: they still answer.
+        assert srv.get("/healthz").status == 200
+        s.sendall(BIAS_BODY[10:])
+        status, _, body = read_response(s)
+        assert status == 200, body
+    finally:
+        s.close()
+    # The slot is free again.
+    wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 0, what="slot release")
+    assert srv.post("/v1/bias", json=BIAS).status == 200
+    m = srv.metrics()
+    assert m[("attnbias_rejected_total", frozenset({("reason", "queue_full")}))] == 1
+
+
+def test_queue_full_while_computing(start):
+    """The slot is held by an attention request being computed on the pool."""
+    srv = start("--threads", "1", "--max-queue", "1")
+    body = attention_body(2048)
+    result = {}
+
+    def slow():
+        result["r"] = srv.post("/v1/attention", body=body,
+                               headers={"Content-Type": "application/json"}, timeout=300)
+    t = threading.Thread(target=slow)
+    t.start()
+    try:
+        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 1, what="admission")
+        # Admitted at its headers, the attention holds the slot through its
+        # upload, decoding and about 8.6 GFLOP on one thread: far longer than
+        # this request takes to arrive.
+        r = srv.post("/v1/bias", json=BIAS)
+        check_problem(r, 503)
+        assert int(r.headers["retry-after"]) >= 1, r.headers
+    finally:
+        t.join(300 * run.SLOW)
+    assert result["r"].status == 200, result["r"]
+    out = result["r"].json()["output"]
+    assert out["shape"] == [1, 8, 2048, 64], out["shape"]
+    m = srv.metrics()
+    assert m[("attnbias_kernel_seconds_total", frozenset({("route", "attention")}))] > 0
+
+
+def test_graceful_shutdown(start):
+    srv = start("--threads", "1", "--drain-s", "60")
+    keep = http.client.HTTPConnection(srv.host, srv.port, timeout=30 * run.SLOW)
+    keep.request("GET", "/healthz")
+    assert keep.getresponse().read() == b'{"status":"ok"}'
+    partial = hold_slot(srv, "/v1/bias")
+    body = attention_body(1024)
+    result = {}
+
+    def compute():
+        result["r"] = srv.post("/v1/attention", body=body,
+                               headers={"Content-Type": "application/json"}, timeout=300)
+    t = threading.Thread(target=compute)
+    t.start()
+    try:
+        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 2, what="two admitted")
+        srv.proc.send_signal(signal.SIGTERM)
+
+        def refused():
+            try:
+                socket.create_connection((srv.host, srv.port), timeout=1).close()
+                return False
+            except ConnectionRefusedError:
+                return True
+        wait_for(refused, what="the listening socket to close")
+        # An open connection still gets answers: 503 with Connection: close.
+        keep.request("GET", "/readyz")
+        r = keep.getresponse()
+        assert r.status == 503, r.status
+        assert r.getheader("Connection", "").lower() == "close"
+        assert r.getheader("Retry-After")
+        assert json.loads(r.read())["status"] == 503
+        # The request whose body was still arriving is computed and answered.
+        partial.sendall(BIAS_BODY[10:])
+        status, headers, data = read_response(partial)
+        assert status == 200, data
+        assert json.loads(data)["bias"]["shape"] == [2, 4, 4]
+    finally:
+        partial.close()
+        keep.close()
+        t.join(300 * run.SLOW)
+    assert result["r"].status == 200, result["r"]
+    assert srv.proc.wait(60 * run.SLOW) == 0
+    assert "draining" in srv.log()
+
+
+def test_drain_deadline_cuts(start):
+    srv = start("--drain-s", "0.5")
+    s = hold_slot(srv, "/v1/bias")
+    try:
+        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 1, what="admission")
+        srv.proc.send_signal(signal.SIGINT)
+        # The incomplete request is cut; the exit status is still 0.
+        assert srv.proc.wait(30 * run.SLOW) == 0
+        s.settimeout(5 * run.SLOW)
+        try:
+            assert s.recv(100) == b""
+        except ConnectionResetError:
+            pass
+    finally:
+        s.close()
+    assert "cutting" in srv.log(), srv.log()
+
+
+def safetensors_attention(n, heads, dim):
+    """A /v1/attention body as safetensors (decoded in place: no parse
+    time), q [1, heads, n, dim], k and v [1, 1, n, dim]."""
+    import numpy as np
+    rng = np.random.default_rng(11)
+    header, blobs, off = {}, [], 0
+    for name, shape in (("q", (1, heads, n, dim)), ("k", (1, 1, n, dim)),
+                        ("v", (1, 1, n, dim))):
+        a = rng.standard_normal(shape).astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(shape),
+                        "data_offsets": [off, off + len(a)]}
+        blobs.append(a)
+        off += len(a)
+    header["__metadata__"] = {"params": json.dumps({"encoding": "b64"})}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return len(h).to_bytes(8, "little") + h + b"".join(blobs)
+
+
+def test_drain_deadline_cuts_computation(start):
+    """A call still on the pool at the drain deadline is cut: the pool skips
+    its remaining pieces, its connection is resumed, the server exits 0."""
+    srv = start("--threads", "1", "--drain-s", "0.2")
+    # 4 * 32768^2 * 64 = 275 GFLOP: over 2 s even at the FMA peak of one
+    # core, so it cannot end within the 0.2 s drain.
+    body = safetensors_attention(32768, 1, 64)
+    s = srv.connect()
+    try:
+        s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: t\r\n"
+                  b"Content-Type: application/vnd.safetensors\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        time.sleep(0.3 * run.SLOW)  # decoded and handed to the pool by now
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(60 * run.SLOW) == 0
+        s.settimeout(10 * run.SLOW)
+        got = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except ConnectionResetError:
+            pass
+        # Cut: a 503 problem if it could still be sent, else just closed.
+        assert got == b"" or got.startswith(b"HTTP/1.1 503 "), got[:300]
+    finally:
+        s.close()
+    assert "cutting" in srv.log(), srv.log()
+
+
+def test_idle_connection_timeout(start):
+    srv = start("--timeout-s", "1")
+    idle = srv.connect()
+    half = srv.connect()
+    keep = srv.connect()
+    try:
+        half.sendall(b"GET /healthz HTTP/1.1\r\nHo")  # never completed
+        keep.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        status, _, _ = read_response(keep)
+        assert status == 200
+        for s in (idle, half, keep):
+            s.settimeout(10 * run.SLOW)
+            try:
+                assert s.recv(100) == b""
+            except ConnectionResetError:
+                pass
+        # The server itself is fine.
+        assert srv.get("/healthz").status == 200
+    finally:
+        for s in (idle, half, keep):
+            s.close()
+
+
+def test_many_concurrent_connections(server):
+    n = 200
+    socks = [server.connect() for _ in range(n)]
+    try:
+        for i, s in enumerate(socks):
+            if i % 2:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            else:
+                s.sendall(b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                          % (len(BIAS_BODY), BIAS_BODY))
+        for i, s in enumerate(socks):
+            status, _, body = read_response(s, timeout=60)
+            assert status == 200, (i, body)
+    finally:
+        for s in socks:
+            s.close()
+
+
+# ---------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------
+
+def test_command_line(binary, server):
+    def cli(*args, env=None):
+        return subprocess.run([binary] + list(args), capture_output=True, text=True,
+                              timeout=30 * run.SLOW, env=env)
+    r = cli("--version")
+    assert r.returncode == 0 and "attnbiasd" in r.stdout, r
+    r = cli("--help")
+    assert r.returncode == 0 and "--max-queue" in r.stdout and "ATTNBIAS_" in r.stdout, r
+    for args, flag in ((["--port", "http"], "--port"), (["--threads", "0"], "--threads"),
+                       (["--max-body-mb", "-1"], "--max-body-mb"),
+                       (["--no-such-flag"], "--no-such-flag")):
+        r = cli(*args)
+        assert r.returncode == 2 and flag in r.stderr, (args, r)
+    env = dict(os.environ, ATTNBIAS_MAX_QUEUE="many")
+    r = cli(env=env)
+    assert r.returncode == 2 and "ATTNBIAS_MAX_QUEUE" in r.stderr, r
+    # --healthcheck: 0 against a live server, 1 against a closed port.
+    r = cli("--healthcheck", "--host", server.host, "--port", str(server.port))
+    assert r.returncode == 0, r
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    r = cli("--healthcheck", "--host", "127.0.0.1", "--port", str(closed))
+    assert r.returncode == 1, r
+
+
+def test_env_configures(start):
+    srv = start(env={"ATTNBIAS_MAX_BODY_MB": "0.001"})
+    r = srv.post("/v1/bias", json=dict(BIAS, pad="x" * 2000))
+    check_problem(r, 413)
+    # A flag wins over the environment.
+    srv2 = start("--max-body-mb", "1", env={"ATTNBIAS_MAX_BODY_MB": "0.001"})
+    assert srv2.post("/v1/bias", json=dict(BIAS, pad="x" * 2000)).status == 200

@@ -1,0 +1,329 @@
+"""test_readme.py: the examples of README.md work exactly as written.
+
+- Every `curl` command of the README's shell blocks is run (by bash, as
+  printed, with 127.0.0.1:8080 pointed at the test server) and must answer
+  2xx with a body of the type it declares: JSON that parses, YAML that
+  parses, Prometheus text, or a PNG file where the command writes one.
+- The C example is compiled with the README's own `cc` line against the
+  built libattnbias.a and run; its printed ALiBi slopes and attention rows
+  are compared with a float64 numpy reference computed here from the
+  arrays in the example's source.
+- The Python client example runs against the test server.
+- Every flag of the configuration table is one the server accepts.
+- The Docker files, checked statically (no Docker engine runs the tests):
+  two stages on Debian bookworm, the package lists installed from
+  docker/packages-*.txt, a numeric non-root user, tini, the healthcheck,
+  and every shared library the binary needs provided by a runtime package.
+
+Tests follow tests/http/run.py's convention; run alone with
+    /usr/bin/python3 tests/http/run.py tests/http/test_readme.py
+"""
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+README = os.path.join(ROOT, "README.md")
+
+DEFAULT = "http://127.0.0.1:8080"
+
+
+def code_blocks(lang=None, path=README):
+    """[(language, text)] of the fenced blocks of a Markdown file."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    blocks = re.findall(r"^```([\w+-]*)\n(.*?)^```", text, re.M | re.S)
+    return [(l, b) for l, b in blocks if lang is None or l == lang]
+
+
+def shell_commands(block):
+    """The commands of a shell block: backslash continuations and lines
+    inside a single-quoted string (a multi-line JSON body) are joined."""
+    cmds, cur = [], ""
+    for line in block.splitlines():
+        cur += line
+        if cur.endswith("\\"):
+            cur += "\n"          # bash reads backslash-newline as it is
+            continue
+        if cur.count("'") % 2:
+            cur += "\n"
+            continue
+        if cur.strip():
+            cmds.append(cur.strip())
+        cur = ""
+    return cmds
+
+
+def curl_commands(path=README):
+    out = []
+    for lang, block in code_blocks("sh", path):
+        out += [c for c in shell_commands(block) if c.startswith("curl ")]
+    return out
+
+
+# ===========================================================================
+
+def run_curl(server, cmds):
+    """Run each curl command as printed (aimed at the test server); each must
+    answer 2xx with a body of the type it declares."""
+    base = server.url
+    with tempfile.TemporaryDirectory() as tmp:
+        for cmd in cmds:
+            assert DEFAULT in cmd, "example not aimed at %s: %s" % (DEFAULT, cmd)
+            if "Content-Type" not in cmd and " -d " in cmd:
+                raise AssertionError("POST example without Content-Type: %s" % cmd)
+            run = cmd.replace(DEFAULT, base).replace(
+                "curl ", "curl -w '\\n@@status %{http_code} %{content_type} "
+                "@@ignored %header{x-attnbias-ignored}\\n' ", 1)
+            p = subprocess.run(["bash", "-c", run], cwd=tmp, capture_output=True,
+                               timeout=120)
+            assert p.returncode == 0, "%s\nexit %d: %s" % (cmd, p.returncode, p.stderr[-500:])
+            body, _, trailer = p.stdout.rpartition(b"\n@@status ")
+            trailer, _, ignored = trailer.decode().partition("@@ignored")
+            status, _, ctype = trailer.strip().partition(" ")
+            assert status.startswith("2"), "%s\n-> %s %r" % (cmd, status, body[:400])
+            # A misspelt field would be ignored, and the example would lie.
+            assert not ignored.strip(), "%s\nignored fields: %s" % (cmd, ignored)
+            m = re.search(r"(?:-o|--output) (\S+)", cmd)
+            if m:
+                with open(os.path.join(tmp, m.group(1)), "rb") as f:
+                    body = f.read()
+            if ctype.startswith("application/json"):
+                obj = json.loads(body)
+                assert isinstance(obj, dict) and obj, cmd
+            elif "yaml" in ctype:
+                assert yaml.safe_load(body)["openapi"].startswith("3.1"), cmd
+            elif ctype.startswith("text/plain"):
+                assert b"attnbias_requests_total" in body, cmd
+            elif ctype.startswith("image/png"):
+                assert body[:8] == b"\x89PNG\r\n\x1a\n", cmd
+            else:
+                raise AssertionError("%s: unexpected content type %r" % (cmd, ctype))
+
+
+def test_curl_examples(server):
+    cmds = curl_commands()
+    routes = {re.search(r"https?://[^/\s]+(/[^\s']*)", c).group(1) for c in cmds}
+    # One example per route at least (API.md's nine routes).
+    for path in ("/healthz", "/readyz", "/metrics", "/openapi.yaml", "/v1/methods",
+                 "/v1/encodings", "/v1/rope", "/v1/bias", "/v1/attention"):
+        assert path in routes, "README has no curl example for %s" % path
+    run_curl(server, cmds)
+
+
+def test_docs_curl_examples(server):
+    """docs/models.md: one request per model family, as printed."""
+    path = os.path.join(ROOT, "docs", "models.md")
+    cmds = curl_commands(path)
+    assert len(cmds) >= 10, len(cmds)
+    run_curl(server, cmds)
+
+
+def _c_arrays(src):
+    """{name: ndarray} of the `float name[a][b] = {...};` literals."""
+    out = {}
+    for name, dims, body in re.findall(
+            r"float (\w+)((?:\[\d+\])+) = \{(.*?)\};", src, re.S):
+        shape = [int(d) for d in re.findall(r"\d+", dims)]
+        nums = [float(x) for x in re.findall(r"-?\d+(?:\.\d*)?(?:[eE]-?\d+)?", body)]
+        out[name] = np.array(nums).reshape(shape)
+    return out
+
+
+def test_c_example(binary):
+    blocks = code_blocks("c")
+    assert len(blocks) == 1, "want one C example in README.md"
+    src = blocks[0][1]
+    cc_lines = [c for _, b in code_blocks("sh") for c in shell_commands(b)
+                if c.startswith("cc ") and "example.c" in c and "pkg-config" not in c]
+    assert cc_lines, "README has no cc line for the example"
+    bdir = os.path.dirname(binary)        # the build directory under test
+    assert os.path.exists(os.path.join(bdir, "libattnbias.a")), bdir
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "example.c"), "w") as f:
+            f.write(src)
+        # The README's paths (lib/include, build/libattnbias.a) resolve here.
+        os.symlink(os.path.join(ROOT, "lib"), os.path.join(tmp, "lib"))
+        os.symlink(bdir, os.path.join(tmp, "build"))
+        cc = cc_lines[0] + " -Wall -Wextra -Werror"
+        p = subprocess.run(["bash", "-c", cc], cwd=tmp, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, "%s\n%s" % (cc, p.stderr)
+        p = subprocess.run([os.path.join(tmp, "example")], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    slopes = [float(x) for x in lines[0].split(":")[1].split()]
+    np.testing.assert_allclose(slopes, [2.0 ** -(h + 1) for h in range(8)], rtol=1e-6)
+    # Reference: one head, ALiBi slope 2^-8, bottom-right causal.
+    a = _c_arrays(src)
+    q, k, v = a["q"], a["k"], a["v"]
+    nq, nk = len(q), len(k)
+    pq, pk = np.arange(nq) + nk - nq, np.arange(nk)
+    s = q @ k.T / math.sqrt(q.shape[1]) - 2.0 ** -8 * np.abs(pq[:, None] - pk[None, :])
+    s = np.where(pk[None, :] > pq[:, None], -np.inf, s)
+    lse = np.log(np.exp(s).sum(axis=1))
+    out = np.exp(s - lse[:, None]) @ v
+    for r in range(nq):
+        m = re.match(r"out\[%d\]: (.*)  lse (\S+)$" % r, lines[1 + r])
+        assert m, lines
+        np.testing.assert_allclose([float(x) for x in m.group(1).split()], out[r],
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(float(m.group(2)), lse[r], rtol=1e-5, atol=1e-6)
+
+
+def test_python_example(server):
+    blocks = code_blocks("python")
+    assert blocks, "README has no Python example"
+    src = blocks[0][1].replace(DEFAULT, server.url)
+    p = subprocess.run([sys.executable, "-c", src], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = p.stdout.splitlines()
+    assert out[0].split()[0].startswith("1.1386"), out        # YaRN factor 4
+    assert out[1] == "(1, 8, 256, 64) (1, 8, 256)", out
+    assert out[2].startswith("400 /rotary_dim "), out
+
+
+def test_configuration_flags(binary, start):
+    """The configuration table lists exactly the server's flags (its --help),
+    and each takes the documented value form."""
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    table = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`(--[a-z-]+)`", table))
+    p = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0, p.stderr
+    accepted = set(re.findall(r"^\s*(--[a-z-]+)", p.stdout + p.stderr, re.M))
+    assert documented == accepted, "only in README: %s; only in --help: %s" % (
+        sorted(documented - accepted), sorted(accepted - documented))
+    srv = start("--threads", "1", "--max-queue", "8", "--max-body-mb", "16",
+                "--max-output-mb", "64", "--max-gflop", "100", "--timeout-s", "10",
+                "--max-connections", "64", "--drain-s", "5", "--http-threads", "2",
+                api_key="k")
+    assert srv.get("/healthz").status == 200
+    assert srv.get("/v1/methods", headers={"Authorization": None}).status == 401
+    # Every flag has its ATTNBIAS_<NAME> variable.
+    srv = start(env={"ATTNBIAS_MAX_OUTPUT_MB": "1"})
+    r = srv.post("/v1/bias", json={"method": "alibi", "num_heads": 64, "q_len": 128,
+                                   "k_len": 128})
+    assert r.status == 413, r
+
+
+# ===========================================================================
+# Docker, statically
+# ===========================================================================
+
+def _package_list(name):
+    with open(os.path.join(ROOT, "docker", name), encoding="utf-8") as f:
+        return [ln.strip() for ln in f if ln.strip() and not ln.strip().startswith("#")]
+
+
+def _dockerfile_instructions():
+    """[(INSTRUCTION, argument text)] with continuation lines joined."""
+    with open(os.path.join(ROOT, "docker", "Dockerfile"), encoding="utf-8") as f:
+        text = f.read()
+    text = re.sub(r"\\\n", " ", text)
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfile(binary):
+    ins = _dockerfile_instructions()
+    froms = [a for i, a in ins if i == "FROM"]
+    assert froms == ["debian:bookworm AS build", "debian:bookworm-slim AS runtime"], froms
+    cut = [n for n, (i, _) in enumerate(ins) if i == "FROM"][1]
+    build, runtime = ins[:cut], ins[cut:]
+    # Each stage installs its lists from the files themselves, and nothing
+    # else: the build stage both (make checks both), the runtime stage its own.
+    for stage, lists in ((build, ["packages-build.txt", "packages-runtime.txt"]),
+                         (runtime, ["packages-runtime.txt"])):
+        for listfile in lists:
+            assert any(i == "COPY" and "docker/" + listfile in a for i, a in stage), \
+                "stage does not copy docker/%s" % listfile
+        runs = [a for i, a in stage if i == "RUN" and "apt-get install" in a]
+        assert len(runs) == 1, runs
+        assert re.search(r"xargs apt-get install -y --no-install-recommends\s*&&", runs[0]), runs[0]
+        # The pipeline of the RUN line yields exactly the packages of the lists.
+        pipe = re.search(r"(cat .*?)\s*\|\s*xargs", runs[0]).group(1)
+        p = subprocess.run(["bash", "-c", pipe.replace("/tmp/", "docker/")], cwd=ROOT,
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        want = [pkg for listfile in lists for pkg in _package_list(listfile)]
+        assert p.stdout.split() == want, (p.stdout, want)
+    assert any(i == "RUN" and re.search(r"\bmake\b", a) for i, a in build), "no make in build"
+    user = [a for i, a in runtime if i == "USER"]
+    assert len(user) == 1 and re.fullmatch(r"[1-9]\d*(:[1-9]\d*)?", user[0]), user
+    assert "tini" in _package_list("packages-runtime.txt")
+    entry = json.loads(next(a for i, a in runtime if i == "ENTRYPOINT"))
+    assert entry[:2] == ["/usr/bin/tini", "--"] and entry[2].endswith("attnbiasd"), entry
+    cmd = json.loads(next(a for i, a in runtime if i == "CMD"))
+    assert cmd[cmd.index("--host") + 1] == "0.0.0.0" and "8080" in cmd, cmd
+    assert ("EXPOSE", "8080") in runtime
+    health = next(a for i, a in runtime if i == "HEALTHCHECK")
+    assert re.search(r'CMD \["[^"]*attnbiasd", "--healthcheck"\]', health), health
+    copied = [a for i, a in runtime if i == "COPY"]
+    assert any("--from=build" in a and "attnbiasd" in a for a in copied), copied
+    # Every ATTNBIAS_* variable the file mentions is a flag of the server.
+    with open(os.path.join(ROOT, "docker", "Dockerfile"), encoding="utf-8") as f:
+        names = set(re.findall(r"ATTNBIAS_([A-Z_]+)", f.read()))
+    _check_env_names(binary, names)
+
+
+def _check_env_names(binary, names):
+    p = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10)
+    flags = set(re.findall(r"^\s*--([a-z-]+)", p.stdout + p.stderr, re.M))
+    for n in names:
+        assert n.lower().replace("_", "-") in flags, "ATTNBIAS_%s is no flag" % n
+
+
+def test_runtime_packages_cover_the_binary(binary):
+    """Every shared library attnbiasd links comes from a runtime package
+    (or from libc6, which every Debian image has)."""
+    p = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    needed = re.findall(r"Shared library: \[(.+?)\]", p.stdout)
+    assert needed, p.stdout
+    runtime = set(_package_list("packages-runtime.txt"))
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
+                          text=True).stdout.strip()
+    for lib in needed:
+        q = subprocess.run(["dpkg", "-S", "*/" + lib], capture_output=True, text=True)
+        pkgs = {ln.split(":")[0] for ln in q.stdout.splitlines()
+                if ln.split(": ")[0].endswith(":" + arch) or ":" not in ln.split(": ")[0]}
+        assert pkgs, "no package provides %s" % lib
+        assert pkgs & (runtime | {"libc6"}), "%s comes from %s, not in packages-runtime.txt" % (
+            lib, sorted(pkgs))
+
+
+def test_compose_and_dockerignore(binary):
+    with open(os.path.join(ROOT, "docker", "compose.yaml"), encoding="utf-8") as f:
+        comp = yaml.safe_load(f)
+    svc = comp["services"]["attnbias"]
+    assert svc["build"] == {"context": "..", "dockerfile": "docker/Dockerfile"}, svc["build"]
+    assert any(str(p).endswith(":8080") for p in svc["ports"]), svc["ports"]
+    assert svc["healthcheck"]["test"][-1] == "--healthcheck", svc["healthcheck"]
+    limits = svc["deploy"]["resources"]["limits"]
+    assert limits["cpus"] and limits["memory"], limits
+    assert svc.get("stop_grace_period"), "no grace period for the drain"
+    _check_env_names(binary, {k[len("ATTNBIAS_"):] for k in svc["environment"]})
+    # The build context keeps what `make` needs.
+    with open(os.path.join(ROOT, ".dockerignore"), encoding="utf-8") as f:
+        ignored = [ln.strip().rstrip("/") for ln in f if ln.strip() and not ln.startswith("#")]
+    for needed in ("lib", "server", "api", "docker", "Makefile", "attnbias.pc.in", "tests"):
+        assert needed not in ignored, "%s is excluded from the build context" % needed
+    assert ".git" in ignored and "build" in ignored, ignored

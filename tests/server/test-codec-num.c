@@ -1,0 +1,423 @@
+/* test-codec-num.c: numbers -- srv_codec_fmt_f32 against strtof and the
+ * printf-based reference formatter (random floats, every binade edge,
+ * special values), the JSON number reader against jansson itself, and the
+ * fast "data" path against the plain jansson path (same values, same
+ * errors, same positions). */
+#include "codec/codec-internal.h"
+#include "srv.h"
+#include "test.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void call_init(struct srv_call *c, const char *body, size_t len)
+{
+  memset(c, 0, sizeof *c);
+  srv_arena_init(&c->arena, 0);
+  c->content_type = "application/json";
+  c->body = body;
+  c->body_len = len;
+}
+
+static void call_free(struct srv_call *c)
+{
+  json_decref(c->params);
+  c->params = NULL;
+  srv_buf_free(&c->ignored);
+  srv_buf_free(&c->resp_body);
+  srv_arena_free(&c->arena);
+}
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return g_rng;
+}
+
+/* ---- formatting ------------------------------------------------------------ */
+
+static const char *fmt(float v, char *buf)
+{
+  size_t n = srv_codec_fmt_f32(buf, v);
+  buf[n] = '\0';
+  return buf;
+}
+
+TEST(fmt_f32_special_values)
+{
+  static const struct {
+    float v;
+    const char *s;
+  } cases[] = {
+      {0.0f, "0"},
+      {-0.0f, "-0"},
+      {1.0f, "1"},
+      {-1.0f, "-1"},
+      {0.1f, "0.1"},
+      {-2.5f, "-2.5"},
+      {100.0f, "100"},
+      {1000.0f, "1e3"},  /* shorter than 1000 */
+      {0.001f, "1e-3"},  /* shorter than 0.001 */
+      {0.01f, "0.01"},   /* a tie goes to plain notation */
+      {123456.0f, "123456"},
+      {1e10f, "1e10"},
+      {1.5e-7f, "1.5e-7"},
+      {16777216.0f, "16777216"},
+      {3.4028235e38f, "3.4028235e38"}, /* FLT_MAX */
+      {1.17549435e-38f, "1.1754944e-38"}, /* FLT_MIN */
+      {1.4e-45f, "1e-45"}, /* smallest subnormal */
+      {0.3f, "0.3"},
+      {2.0f / 3.0f, "0.6666667"},
+      {(float)M_PI, "3.1415927"},
+      {INFINITY, "\"inf\""},
+      {-INFINITY, "\"-inf\""},
+      {NAN, "\"nan\""},
+  };
+  char buf[32];
+  size_t i;
+
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    CHECK_STR(fmt(cases[i].v, buf), cases[i].s);
+  return 0;
+}
+
+/* Significant digits of a formatted number. */
+static int digits(const char *s)
+{
+  int n = 0, started = 0;
+
+  for (; *s && *s != 'e'; s++) {
+    if (*s >= '1' && *s <= '9')
+      started = 1;
+    if (started && *s >= '0' && *s <= '9')
+      n++;
+  }
+  /* (Both texts come from the same writer, so "100" counts alike.) */
+  return n;
+}
+
+/* Round trip through strtof, and compared with the reference formatter,
+ * which tries 1..9 digits with printf and keeps the first that reads back.
+ * With as many digits, the text must be the same (the nearest).  Ours may
+ * be shorter only where the correctly rounded decimal falls just outside
+ * the narrower lower half-interval of a power of two while a neighbour of
+ * it is inside (2^-96: 1.2621775e-29 against 1.26217745e-29). */
+static int check_one(uint32_t bits)
+{
+  char a[32], b[32];
+  float v, r;
+  size_t na, nb;
+
+  memcpy(&v, &bits, 4);
+  if (!isfinite(v))
+    return 0;
+  na = srv_codec_fmt_f32(a, v);
+  a[na] = '\0';
+  nb = srv_codec__fmt_f32_simple(b, v);
+  b[nb] = '\0';
+  r = strtof(a, NULL);
+  if (memcmp(&r, &v, 4) != 0) {
+    fprintf(stderr, "  %08x: \"%s\" reads back as %.9g\n", bits, a,
+            (double)r);
+    return 1;
+  }
+  if (na > 15 || digits(a) > digits(b) ||
+      (digits(a) == digits(b) && strcmp(a, b) != 0)) {
+    fprintf(stderr, "  %08x: \"%s\", reference \"%s\"\n", bits, a, b);
+    return 1;
+  }
+  return 0;
+}
+
+TEST(fmt_f32_random_round_trip)
+{
+  int i;
+
+  for (i = 0; i < 200000; i++)
+    if (check_one((uint32_t)rnd()))
+      return 1;
+  return 0;
+}
+
+TEST(fmt_f32_binade_edges)
+{
+  uint32_t e, s, d;
+
+  /* Both ends of every binade (the asymmetric interval at powers of two)
+   * and their neighbours, both signs; subnormals included. */
+  for (s = 0; s < 2; s++)
+    for (e = 0; e < 255; e++)
+      for (d = 0; d < 4; d++) {
+        uint32_t m = d == 0 ? 0 : d == 1 ? 1 : d == 2 ? 0x7fffff : 0x400000;
+        if (check_one(s << 31 | e << 23 | m))
+          return 1;
+      }
+  /* Small integers and short decimals, where exact trailing zeros matter. */
+  for (d = 0; d < 20000; d++) {
+    float v = (float)d, w = (float)d / 1000.0f;
+    uint32_t b1, b2;
+    memcpy(&b1, &v, 4);
+    memcpy(&b2, &w, 4);
+    if (check_one(b1) || check_one(b2))
+      return 1;
+  }
+  return 0;
+}
+
+TEST(fmt_f64_round_trip)
+{
+  char a[40];
+  int i;
+
+  for (i = 0; i < 20000; i++) {
+    uint64_t bits = rnd();
+    double v, r;
+    size_t n;
+    memcpy(&v, &bits, 8);
+    if (!isfinite(v))
+      continue;
+    n = srv_codec__fmt_f64(a, v);
+    a[n] = '\0';
+    CHECK(n <= 24);
+    r = strtod(a, NULL);
+    if (memcmp(&r, &v, 8) != 0)
+      FAIL_AT("%016llx: \"%s\"", (unsigned long long)bits, a);
+  }
+  a[srv_codec__fmt_f64(a, 1.25)] = '\0';
+  CHECK_STR(a, "1.25");
+  a[srv_codec__fmt_f64(a, 0.1)] = '\0';
+  CHECK_STR(a, "0.1");
+  a[srv_codec__fmt_f64(a, -INFINITY)] = '\0';
+  CHECK_STR(a, "\"-inf\"");
+  return 0;
+}
+
+/* ---- reading numbers ------------------------------------------------------- */
+
+/* jansson's verdict on one token: 0 and *v, or -1 when it rejects it. */
+static int jansson_number(const char *tok, double *v)
+{
+  char text[600];
+  json_t *j;
+
+  snprintf(text, sizeof text, "[%s]", tok);
+  j = json_loads(text, 0, NULL);
+  if (!j)
+    return -1;
+  if (!json_is_number(json_array_get(j, 0)) || json_array_size(j) != 1) {
+    json_decref(j);
+    return -1;
+  }
+  *v = json_number_value(json_array_get(j, 0));
+  json_decref(j);
+  return 0;
+}
+
+static int same_as_jansson(const char *tok)
+{
+  double a = 0, b = 0;
+  int ra = srv_codec__parse_number(tok, strlen(tok), &a);
+  int rb = jansson_number(tok, &b);
+
+  if (ra != rb || (ra == 0 && memcmp(&a, &b, 8) != 0)) {
+    fprintf(stderr, "  \"%s\": ours %d %.17g, jansson %d %.17g\n", tok, ra, a,
+            rb, b);
+    return 1;
+  }
+  return 0;
+}
+
+TEST(parse_number_matches_jansson)
+{
+  static const char *toks[] = {
+      "0", "-0", "0.0", "-0.0", "1", "-1", "1.5", "1e3", "1E3", "1e+3",
+      "1e-3", "0.1", "0.30000000000000004", "123456789012345678",
+      "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+      "-9223372036854775809", "12345678901234567890123", "1e308", "1e309",
+      "-1e309", "1e-400", "4.9e-324", "2.2250738585072011e-308",
+      "179769313486231580793728971405303415079934132710037826936173778980444"
+      "968292764750946649017977587207096330286416692887910946555547851940402"
+      "630657488671505820681908902000708383676273854845817711531764475730270"
+      "069855571366959622842914819860834936475292719074168444365510704342711"
+      "559699508093042880177904174497791",
+      "0.000000000000000000000000000000000000000000001e45",
+      "3.4028235e38", "1.17549435e-38", "1.4e-45", "0.1000000000000000055511",
+      "01", "1.", ".5", "-", "+1", "1e", "1e+", "--1", "1.5e3.2", "",
+      "0x10", "Infinity", "NaN", "1.0e0000000000000000000000000000000001",
+      "100000000000000000000000000000000000000000000000000000000000000000",
+  };
+  size_t i;
+  char tok[64];
+
+  for (i = 0; i < sizeof toks / sizeof toks[0]; i++)
+    if (same_as_jansson(toks[i]))
+      FAIL_AT("token %zu differs", i);
+  for (i = 0; i < 30000; i++) {
+    uint64_t bits = rnd();
+    double v;
+    memcpy(&v, &bits, 8);
+    if (!isfinite(v))
+      continue;
+    switch (i % 5) {
+    case 0: snprintf(tok, sizeof tok, "%.17g", v); break;
+    case 1: snprintf(tok, sizeof tok, "%.9g", (double)(float)v); break;
+    case 2: snprintf(tok, sizeof tok, "%.3e", v); break;
+    case 3: snprintf(tok, sizeof tok, "%lld", (long long)bits); break;
+    default:
+      tok[srv_codec_fmt_f32(tok, (float)test_uniform(-10, 10))] = '\0';
+      break;
+    }
+    if (same_as_jansson(tok))
+      FAIL_AT("random token %zu differs", i);
+  }
+  return 0;
+}
+
+/* ---- the fast "data" path ---------------------------------------------------- */
+
+/* A body with the same numbers twice: as {"shape","data"} under "x" (the
+ * fast path) and as a nested array under "q" (the jansson path). */
+static char *two_forms(int n, float *want, size_t *len)
+{
+  size_t cap = (size_t)n * 64 + 256, at = 0;
+  char *s = malloc(cap), *toks = malloc((size_t)n * 32);
+  int i;
+
+  at += (size_t)sprintf(s, "{\"x\": {\"shape\": [%d], \"data\": [\n", n);
+  for (i = 0; i < n; i++) {
+    char *t = toks + (size_t)i * 32;
+    uint64_t r = rnd();
+    switch (r % 7) {
+    case 0: sprintf(t, "%d", (int)(r >> 40) - (1 << 22)); break;
+    case 1: sprintf(t, "%.9g", test_uniform(-1, 1)); break;
+    case 2: sprintf(t, "%.17g", test_uniform(-1e6, 1e6)); break;
+    case 3: sprintf(t, "%.4e", test_uniform(-1, 1) * 1e-30); break;
+    case 4: sprintf(t, "\"-inf\""); break;
+    case 5: sprintf(t, "%.6E", test_uniform(0, 1) * 1e30); break;
+    default: sprintf(t, "-0.0"); break;
+    }
+    want[i] = t[0] == '"' ? -INFINITY : (float)strtod(t, NULL);
+    at += (size_t)sprintf(s + at, "%s%s", i ? (i % 10 ? ", " : ",\n") : "",
+                          t);
+  }
+  at += (size_t)sprintf(s + at, "]}, \"q\": [");
+  for (i = 0; i < n; i++)
+    at += (size_t)sprintf(s + at, "%s%s", i ? "," : "", toks + (size_t)i * 32);
+  at += (size_t)sprintf(s + at, "]}");
+  free(toks);
+  *len = at;
+  return s;
+}
+
+TEST(data_fast_path_same_values)
+{
+  enum { N = 3000 };
+  static float want[N];
+  struct srv_call c;
+  struct srv_err err;
+  struct ab_tensor tx, tq;
+  size_t len;
+  char *body = two_forms(N, want, &len);
+  int i;
+
+  call_init(&c, body, len);
+  if (srv_codec_decode_request(&c, &err))
+    FAIL_AT("decode: %s", err.detail);
+  /* The "data" array was lifted out of jansson's way. */
+  CHECK(c.codec != NULL);
+  CHECK_EQ_I64(((struct srv_codec_state *)c.codec)->nspans, 1);
+  CHECK_EQ_I64(srv_codec_tensor(&c, "x", 1, &tx, &err), 1);
+  CHECK_EQ_I64(srv_codec_tensor(&c, "q", 1, &tq, &err), 1);
+  CHECK_EQ_I64(tx.shape[0], N);
+  CHECK_EQ_I64(tq.shape[0], N);
+  for (i = 0; i < N; i++) {
+    float a = ((float *)tx.data)[i], b = ((float *)tq.data)[i];
+    if (memcmp(&a, &want[i], 4) || memcmp(&b, &want[i], 4))
+      FAIL_AT("element %d: fast %.9g, jansson %.9g, strtod %.9g", i,
+              (double)a, (double)b, (double)want[i]);
+  }
+  call_free(&c);
+  free(body);
+  return 0;
+}
+
+TEST(data_fast_path_off_when_text_has_nul_escape)
+{
+  char body[2048];
+  struct srv_call c;
+  struct srv_err err;
+  struct ab_tensor t;
+  int n = 0, i;
+
+  /* An escaped backslash before "u0000" is harmless text, but the lifting
+   * is decided on the raw bytes and stays off. */
+  n += sprintf(body, "{\"note\": \"\\\\u0000\", \"x\": {\"shape\": [100], "
+                     "\"data\": [");
+  for (i = 0; i < 100; i++)
+    n += sprintf(body + n, "%s%d", i ? "," : "", i);
+  sprintf(body + n, "]}}");
+  call_init(&c, body, strlen(body));
+  CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
+  CHECK(c.codec == NULL);
+  CHECK_EQ_I64(srv_codec_tensor(&c, "x", 1, &t, &err), 1);
+  CHECK(((float *)t.data)[99] == 99.0f);
+  call_free(&c);
+  return 0;
+}
+
+TEST(data_fast_path_errors)
+{
+  char body[4096];
+  struct srv_call c;
+  struct srv_err err;
+  struct ab_tensor t;
+  json_error_t je;
+  json_t *direct;
+  char where[64];
+  int n, i;
+
+  /* A value out of float32 range, found on the fast path, named by index. */
+  n = sprintf(body, "{\"x\": {\"shape\": [100], \"data\": [");
+  for (i = 0; i < 100; i++)
+    n += sprintf(body + n, "%s%s", i ? "," : "", i == 17 ? "1e39" : "1");
+  sprintf(body + n, "]}}");
+  call_init(&c, body, strlen(body));
+  CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
+  CHECK(c.codec != NULL);
+  CHECK_EQ_I64(srv_codec_tensor(&c, "x", 1, &t, &err), -1);
+  CHECK_STR(err.field, "/x/data/17");
+  call_free(&c);
+
+  /* Count mismatch. */
+  sprintf(body + n, "]}}");
+  body[strstr(body, "[100]") - body + 1] = '9'; /* shape [900] */
+  call_init(&c, body, strlen(body));
+  CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
+  CHECK_EQ_I64(srv_codec_tensor(&c, "x", 1, &t, &err), -1);
+  CHECK_STR(err.field, "/x/data");
+  call_free(&c);
+
+  /* A syntax error after a lifted array: same byte offset as jansson
+   * reports for the untouched text. */
+  n = sprintf(body, "{\"a\": {\"shape\": [100], \"data\": [");
+  for (i = 0; i < 100; i++)
+    n += sprintf(body + n, "%s%d.5", i ? ", " : "", i);
+  n += sprintf(body + n, "]},\n \"b\": {\"data\": [1, 2, 01]}}");
+  direct = json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+  CHECK(direct == NULL);
+  snprintf(where, sizeof where, "line %d, column %d, byte %d)", je.line,
+           je.column, je.position);
+  call_init(&c, body, (size_t)n);
+  CHECK(srv_codec_decode_request(&c, &err) != 0);
+  CHECK_EQ_I64(err.http, 400);
+  if (!strstr(err.detail, where))
+    FAIL_AT("\"%s\" does not end with \"%s\"", err.detail, where);
+  call_free(&c);
+  return 0;
+}

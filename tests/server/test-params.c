@@ -1,0 +1,717 @@
+/* test-params.c: the table-driven parameter parser (types, ranges,
+ * defaults, JSON pointers in errors, the ignored list), the tables'
+ * agreement with the library (defaults, names), the catalog, budgets and
+ * outputs, and two handlers end to end against float64 references. */
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handlers/params.h"
+#include "srv.h"
+#include "test.h"
+
+/* ==== a fake call ======================================================= */
+
+static void call_init(struct srv_call *c, const char *json)
+{
+  json_error_t je;
+
+  memset(c, 0, sizeof *c);
+  srv_arena_init(&c->arena, 0);
+  c->params = json_loads(json, 0, &je);
+  if (!c->params) {
+    fprintf(stderr, "  bad test JSON: %s (%s)\n", je.text, json);
+    c->params = json_object();
+  }
+  c->out_dtype = AB_DTYPE_F32;
+  c->fmt = SRV_FMT_JSON;
+}
+
+static void call_free(struct srv_call *c)
+{
+  int i;
+
+  for (i = 0; i < c->njobs; i++)
+    ab_job_free(c->jobs[i]);
+  json_decref(c->params);
+  srv_buf_free(&c->ignored);
+  srv_buf_free(&c->custom);
+  srv_arena_free(&c->arena);
+}
+
+static const char *ignored(const struct srv_call *c)
+{
+  return c->ignored.data ? c->ignored.data : "";
+}
+
+/* ==== a table with one parameter of every kind ========================== */
+
+struct kinds {
+  int64_t i;
+  double num, zd;
+  int flag, choice;
+  unsigned set;
+  const char *str;
+  const json_t *ints, *pos, *obj, *layers, *req;
+};
+#define KO(f) offsetof(struct kinds, f)
+
+static const struct srv_choice abc[] = {
+    {"a", 0, "first"}, {"b", 1, NULL}, {"c", 2, NULL}, {NULL, 0, NULL}};
+
+static const struct srv_param kind_params[] = {
+    {.name = "i", .type = SRV_PT_INT, .flags = SRV_PF_DEF | SRV_PF_MIN |
+                                               SRV_PF_MAX,
+     .def = 7, .min = -3, .max = 100, .off = KO(i), .desc = "an int"},
+    {.name = "num", .alias = "n", .type = SRV_PT_NUM,
+     .flags = SRV_PF_DEF | SRV_PF_MIN_EXCL | SRV_PF_MAX_EXCL, .def = 0.5,
+     .min = 0, .max = 1, .off = KO(num), .desc = "a fraction"},
+    {.name = "zd", .type = SRV_PT_NUM,
+     .flags = SRV_PF_DEF | SRV_PF_ZERO_DEF | SRV_PF_MIN, .def = 32, .min = 0,
+     .off = KO(zd), .desc = "0 means 32"},
+    {.name = "flag", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF, .def = 1,
+     .off = KO(flag), .desc = "a flag"},
+    {.name = "choice", .type = SRV_PT_ENUM, .flags = SRV_PF_DEF, .def = 1,
+     .choices = abc, .off = KO(choice), .desc = "a choice"},
+    {.name = "set", .type = SRV_PT_ENUMS, .flags = SRV_PF_DEF, .def = 1,
+     .choices = abc, .off = KO(set), .desc = "a set"},
+    {.name = "str", .type = SRV_PT_STR, .off = KO(str), .desc = "text"},
+    {.name = "ints", .type = SRV_PT_INTS, .flags = SRV_PF_MIN, .min = -1,
+     .off = KO(ints), .desc = "ints"},
+    {.name = "pos", .type = SRV_PT_POSITIONS, .off = KO(pos), .desc = "pos"},
+    {.name = "obj", .type = SRV_PT_OBJECT, .off = KO(obj), .desc = "obj"},
+    {.name = "layers", .type = SRV_PT_LAYERS, .off = KO(layers),
+     .desc = "layers"},
+    {.name = "req", .type = SRV_PT_OBJECT, .flags = SRV_PF_REQ,
+     .off = KO(req), .desc = "required"},
+};
+static const struct srv_ptable kind_table =
+    SRV_PTABLE("kinds", "one of each", kind_params);
+
+/* Parse json with kind_table at the root (or below `child`); returns the
+ * parser's result and leaves err/k filled. */
+static int parse_kinds(const char *json, const char *child, struct kinds *k,
+                       struct srv_err *err, struct srv_call *c)
+{
+  struct srv_pctx pc, sub;
+  struct srv_pbind b = {&kind_table, k, 0};
+  const json_t *obj;
+
+  call_init(c, json);
+  memset(k, 0, sizeof *k);
+  memset(err, 0, sizeof *err);
+  if (srv_pctx_root(c, &pc, err) != 0)
+    return -2;
+  obj = c->params;
+  if (child) {
+    srv_pctx_child(&pc, child, &sub);
+    obj = json_object_get(c->params, child);
+    return srv_params_parse(&sub, obj, &b, err);
+  }
+  return srv_params_parse(&pc, obj, &b, err);
+}
+
+TEST(params_parse_every_kind)
+{
+  struct srv_call c;
+  struct srv_err err;
+  struct kinds k;
+  struct srv_pbind b = {&kind_table, &k, 0};
+  struct srv_pctx pc;
+
+  CHECK_EQ_I64(parse_kinds("{\"i\": -3, \"n\": 0.25, \"zd\": 0, \"flag\": "
+                           "false, \"choice\": \"c\", \"set\": [\"a\", "
+                           "\"c\"], \"str\": \"s\", \"ints\": [1, -1], "
+                           "\"pos\": 4, \"obj\": {}, \"layers\": [{}], "
+                           "\"req\": {}}",
+                           NULL, &k, &err, &c),
+               0);
+  CHECK_EQ_I64(k.i, -3);
+  CHECK(k.num == 0.25);
+  CHECK(k.zd == 32); /* 0 means the default */
+  CHECK_EQ_I64(k.flag, 0);
+  CHECK_EQ_I64(k.choice, 2);
+  CHECK_EQ_I64(k.set, 5u);
+  CHECK_STR(k.str, "s");
+  CHECK_EQ_I64(json_array_size(k.ints), 2);
+  CHECK(json_is_integer(k.pos));
+  CHECK(json_is_object(k.obj));
+  CHECK(json_is_array(k.layers));
+  call_free(&c);
+
+  /* Absent and null members take the defaults; seen bits say which were
+   * given; an integral real is an integer. */
+  call_init(&c, "{\"i\": 12.0, \"num\": null, \"req\": {}}");
+  srv_pctx_root(&c, &pc, &err);
+  memset(&k, 0, sizeof k);
+  CHECK_EQ_I64(srv_params_parse(&pc, c.params, &b, &err), 0);
+  CHECK_EQ_I64(k.i, 12);
+  CHECK(k.num == 0.5);
+  CHECK(k.zd == 32);
+  CHECK_EQ_I64(k.flag, 1);
+  CHECK_EQ_I64(k.choice, 1);
+  CHECK_EQ_I64(k.set, 1u);
+  CHECK(k.str == NULL && k.ints == NULL);
+  CHECK(srv_pbind_seen(&b, "i"));
+  CHECK(!srv_pbind_seen(&b, "num"));
+  CHECK(!srv_pbind_seen(&b, "flag"));
+  CHECK(!srv_pbind_seen(&b, "nonexistent"));
+  call_free(&c);
+  return 0;
+}
+
+/* Every bad value is a 400 whose field is the JSON pointer of the member
+ * (below nested objects too) and whose detail names the value. */
+TEST(params_errors_name_the_pointer)
+{
+  static const struct {
+    const char *json, *child, *field, *detail;
+  } cases[] = {
+      {"{\"i\": \"x\", \"req\": {}}", NULL, "/i", "\"x\""},
+      {"{\"i\": 1.5, \"req\": {}}", NULL, "/i", "integer"},
+      {"{\"i\": 101, \"req\": {}}", NULL, "/i", "<= 100"},
+      {"{\"i\": -4, \"req\": {}}", NULL, "/i", ">= -3"},
+      {"{\"num\": 0, \"req\": {}}", NULL, "/num", "> 0"},
+      {"{\"n\": 1, \"req\": {}}", NULL, "/n", "< 1"},
+      {"{\"num\": \"inf\", \"req\": {}}", NULL, "/num", "finite"},
+      {"{\"num\": 0.2, \"n\": 0.3, \"req\": {}}", NULL, "/n", "disagree"},
+      {"{\"zd\": -1, \"req\": {}}", NULL, "/zd", ">= 0"},
+      {"{\"flag\": 1, \"req\": {}}", NULL, "/flag", "boolean"},
+      {"{\"choice\": \"d\", \"req\": {}}", NULL, "/choice", "a, b, c"},
+      {"{\"choice\": 2, \"req\": {}}", NULL, "/choice", "string"},
+      {"{\"set\": [], \"req\": {}}", NULL, "/set", "non-empty"},
+      {"{\"set\": [\"a\", \"q\"], \"req\": {}}", NULL, "/set/1", "\"q\""},
+      {"{\"str\": 5, \"req\": {}}", NULL, "/str", "string"},
+      {"{\"ints\": [0, -2], \"req\": {}}", NULL, "/ints/1", ">= -1"},
+      {"{\"ints\": [0, 0.5], \"req\": {}}", NULL, "/ints/1", "integer"},
+      {"{\"ints\": 3, \"req\": {}}", NULL, "/ints", "array of integers"},
+      {"{\"pos\": 0, \"req\": {}}", NULL, "/pos", ">= 1"},
+      {"{\"pos\": [], \"req\": {}}", NULL, "/pos", "empty"},
+      {"{\"pos\": \"all\", \"req\": {}}", NULL, "/pos", "list"},
+      {"{\"obj\": [], \"req\": {}}", NULL, "/obj", "object"},
+      {"{\"layers\": [{}, 3], \"req\": {}}", NULL, "/layers/1", "object"},
+      {"{}", NULL, "/req", "required"},
+      {"{\"req\": null}", NULL, "/req", "required"},
+      {"{\"a/b~c\": {\"i\": true, \"req\": {}}}", "a/b~c", "/a~1b~0c/i",
+       "true"},
+  };
+  size_t i;
+
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct srv_call c;
+    struct srv_err err;
+    struct kinds k;
+    int r = parse_kinds(cases[i].json, cases[i].child, &k, &err, &c);
+
+    if (r != -1 || err.http != 400 || strcmp(err.field, cases[i].field) != 0 ||
+        !strstr(err.detail, cases[i].detail)) {
+      fprintf(stderr, "  case %zu %s: r=%d http=%d field=%s detail=%s\n", i,
+              cases[i].json, r, err.http, err.field, err.detail);
+      call_free(&c);
+      return 1;
+    }
+    call_free(&c);
+  }
+  return 0;
+}
+
+/* Unknown members are listed as JSON pointers (RFC 6901 escaping), raw:
+ * the HTTP layer encodes the header value. */
+TEST(params_unknown_members_are_listed_safely)
+{
+  struct srv_call c;
+  struct srv_err err;
+  struct srv_pctx pc, sub;
+  const struct srv_ptable *tabs[2] = {&kind_table, &srv_ptab_output};
+  static const char *const extra[] = {"also", NULL};
+
+  call_init(&c, "{\"i\": 1, \"zz\": 2, \"a,b\": 3, \"nl\\nx\": 4, "
+                "\"\\u00e9\": 5, \"p%\": 6, \"also\": 7, \"output_dtype\": "
+                "\"float16\", \"encoding\": \"b64\", \"output\": \"x\", "
+                "\"obj\": {\"deep/er\": 1}}");
+  CHECK_EQ_I64(srv_pctx_root(&c, &pc, &err), 0);
+  srv_params_unknown(&pc, c.params, tabs, 2, extra);
+  srv_pctx_child(&pc, "obj", &sub);
+  srv_params_unknown(&sub, json_object_get(c.params, "obj"), NULL, 0, NULL);
+  CHECK_STR(ignored(&c), "/zz,/a,b,/nl\nx,/\xc3\xa9,/p%,/obj/deep~1er");
+  call_free(&c);
+  return 0;
+}
+
+TEST(params_ignored_list_is_capped)
+{
+  struct srv_call c;
+  struct srv_err err;
+  struct srv_pctx pc;
+  json_t *o = json_object();
+  char name[32], *text;
+  int i;
+
+  for (i = 0; i < 2000; i++) {
+    snprintf(name, sizeof name, "unknown_%d", i);
+    json_object_set_new(o, name, json_true());
+  }
+  text = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  call_init(&c, text);
+  free(text);
+  srv_pctx_root(&c, &pc, &err);
+  srv_params_unknown(&pc, c.params, NULL, 0, NULL);
+  CHECK(c.ignored.len < 2100);
+  CHECK(c.ignored.len > 1000);
+  CHECK(c.ignored.data &&
+        memcmp(c.ignored.data + c.ignored.len - 4, ",...", 4) == 0);
+  CHECK(strncmp(ignored(&c), "/unknown_0,/unknown_1,", 22) == 0);
+  call_free(&c);
+  return 0;
+}
+
+/* ==== the real tables against the library =============================== */
+
+/* Every parameter with a default stores, into a struct the library
+ * initialised, the value that is already there: the catalog's defaults are
+ * the library's. */
+static int defaults_agree(const struct srv_ptable *t, const void *init,
+                          size_t size)
+{
+  int i;
+
+  for (i = 0; i < t->n; i++) {
+    const struct srv_param *p = &t->p[i];
+    const char *f = (const char *)init + p->off;
+    double have;
+
+    if (!(p->flags & SRV_PF_DEF) || (p->flags & SRV_PF_NOSTORE))
+      continue;
+    switch (p->type) {
+    case SRV_PT_INT: {
+      int64_t x;
+      if (p->off + sizeof x > size)
+        goto outside;
+      memcpy(&x, f, sizeof x);
+      have = (double)x;
+      break;
+    }
+    case SRV_PT_NUM:
+      if (p->off + sizeof have > size)
+        goto outside;
+      memcpy(&have, f, sizeof have);
+      break;
+    default: {
+      int x;
+      if (p->off + sizeof x > size)
+        goto outside;
+      memcpy(&x, f, sizeof x);
+      have = x;
+      break;
+    }
+    }
+    if (have != p->def) {
+      fprintf(stderr, "  %s.%s: table default %g, library %g\n", t->name,
+              p->name, p->def, have);
+      return 0;
+    }
+  }
+  return 1;
+outside:
+  fprintf(stderr, "  %s: a default lies outside the library struct\n",
+          t->name);
+  return 0;
+}
+
+TEST(params_defaults_are_the_librarys)
+{
+  struct srv_rope_cfg cfg;
+  struct ab_bias_params bp;
+  struct ab_encoding_params ep;
+  int i;
+
+  memset(&cfg, 0, sizeof cfg);
+  ab_rope_params_init(&cfg.p);
+  /* srv_rope_cfg's own fields have no defaults; p comes first. */
+  CHECK(defaults_agree(&srv_ptab_rope_config, &cfg, sizeof cfg.p));
+  CHECK(defaults_agree(&srv_ptab_rope_scaling, &cfg, sizeof cfg.p));
+  for (i = 0; i < srv_ptab_rope_ntypes; i++)
+    CHECK(defaults_agree(srv_ptab_rope_types[i], &cfg, sizeof cfg.p));
+  ab_bias_params_init(&bp);
+  for (i = 0; i < srv_ptab_bias_nmethods; i++)
+    CHECK(defaults_agree(srv_ptab_bias_methods[i], &bp, sizeof bp));
+  ab_encoding_params_init(&ep);
+  for (i = 0; i < srv_ptab_enc_nmethods; i++)
+    CHECK(defaults_agree(srv_ptab_enc_methods[i], &ep, sizeof ep));
+  return 0;
+}
+
+TEST(params_tables_name_every_method)
+{
+  const struct srv_param *sel =
+      srv_ptable_find(&srv_ptab_rope_scaling, "rope_type");
+  const struct srv_choice *ch;
+  int i;
+
+  CHECK_EQ_I64(srv_ptab_rope_ntypes, AB_ROPE_TYPE_LAST_);
+  for (i = 0; i < srv_ptab_rope_ntypes; i++)
+    CHECK_STR(srv_ptab_rope_types[i]->name,
+              ab_rope_type_name((enum ab_rope_type)i));
+  /* Every accepted rope_type name (aliases too) means what the library's
+   * own parser says. */
+  CHECK(sel != NULL);
+  for (ch = sel->choices; ch->name; ch++)
+    CHECK_EQ_I64(ch->value, ab_rope_type_parse(ch->name));
+  CHECK_EQ_I64(srv_ptab_bias_nmethods, AB_BIAS_METHOD_LAST_);
+  for (i = 0; i < srv_ptab_bias_nmethods; i++)
+    CHECK_STR(srv_ptab_bias_methods[i]->name,
+              ab_bias_method_name((enum ab_bias_method)i));
+  for (ch = srv_param_bias_method.choices; ch->name; ch++)
+    CHECK_EQ_I64(ch->value, ab_bias_method_parse(ch->name));
+  /* The parser's presence bits cover 64 parameters per table. */
+  CHECK(srv_ptab_rope_config.n <= 64 && srv_ptab_rope_request.n <= 64);
+  CHECK(srv_ptab_bias_common.n <= 64 && srv_ptab_attention.n <= 64);
+  CHECK(srv_ptab_enc_common.n <= 64 && srv_ptab_rope_scaling.n <= 64);
+  CHECK_EQ_I64(srv_ptab_enc_nmethods, 4);
+  CHECK_STR(srv_ptab_enc_methods[AB_ENC_SINUSOIDAL]->name, "sinusoidal");
+  CHECK_STR(srv_ptab_enc_methods[AB_ENC_LEARNED]->name, "learned");
+  CHECK_STR(srv_ptab_enc_methods[AB_ENC_INTEGER]->name, "integer");
+  CHECK_STR(srv_ptab_enc_methods[AB_ENC_BINARY]->name, "binary");
+  return 0;
+}
+
+/* ==== catalog =========================================================== */
+
+TEST(params_catalog_entries)
+{
+  json_t *o, *e;
+
+  o = srv_params_catalog_param(&kind_params[1]); /* num */
+  CHECK_STR(json_string_value(json_object_get(o, "type")), "number");
+  CHECK(json_is_false(json_object_get(o, "required")));
+  CHECK(json_number_value(json_object_get(o, "default")) == 0.5);
+  CHECK(json_number_value(json_object_get(o, "exclusiveMinimum")) == 0);
+  CHECK(json_number_value(json_object_get(o, "exclusiveMaximum")) == 1);
+  CHECK(!json_object_get(o, "minimum"));
+  CHECK_STR(json_string_value(json_array_get(json_object_get(o, "aliases"), 0)),
+            "n");
+  json_decref(o);
+
+  o = srv_params_catalog_param(&kind_params[0]); /* i */
+  CHECK(json_is_integer(json_object_get(o, "default")));
+  CHECK_EQ_I64(json_integer_value(json_object_get(o, "minimum")), -3);
+  CHECK_EQ_I64(json_integer_value(json_object_get(o, "maximum")), 100);
+  json_decref(o);
+
+  o = srv_params_catalog_param(&kind_params[4]); /* choice */
+  CHECK_STR(json_string_value(json_object_get(o, "default")), "b");
+  CHECK_EQ_I64(json_array_size(json_object_get(o, "enum")), 3);
+  e = json_object_get(o, "enum_descriptions");
+  CHECK_STR(json_string_value(json_object_get(e, "a")), "first");
+  json_decref(o);
+
+  o = srv_params_catalog_param(&kind_params[5]); /* set */
+  e = json_object_get(o, "default");
+  CHECK(json_is_array(e) && json_array_size(e) == 1);
+  CHECK_STR(json_string_value(json_array_get(e, 0)), "a");
+  json_decref(o);
+
+  o = srv_params_catalog_param(&kind_params[7]); /* ints */
+  CHECK_EQ_I64(json_integer_value(
+                   json_object_get(json_object_get(o, "items"), "minimum")),
+               -1);
+  json_decref(o);
+
+  o = srv_params_catalog_param(&kind_params[11]); /* req */
+  CHECK(json_is_true(json_object_get(o, "required")));
+  CHECK(!json_object_get(o, "default"));
+  json_decref(o);
+  return 0;
+}
+
+/* The whole catalog through the handler: valid JSON with every method. */
+TEST(params_methods_handler)
+{
+  struct srv_call c;
+  struct srv_err err;
+  json_t *root, *rt, *e;
+  size_t i;
+  int found_yarn = 0;
+
+  call_init(&c, "{}");
+  CHECK_EQ_I64(srv_h_methods(&c, &err), 0);
+  CHECK_STR(c.custom_type, "application/json");
+  root = json_loadb(c.custom.data, c.custom.len, 0, NULL);
+  CHECK(root != NULL);
+  rt = json_object_get(json_object_get(root, "rope"), "rope_types");
+  CHECK_EQ_I64(json_array_size(rt), AB_ROPE_TYPE_LAST_);
+  json_array_foreach(rt, i, e) {
+    if (strcmp(json_string_value(json_object_get(e, "name")), "yarn") == 0) {
+      json_t *ps = json_object_get(e, "parameters"), *p;
+      size_t k;
+      found_yarn = 1;
+      json_array_foreach(ps, k, p) {
+        if (strcmp(json_string_value(json_object_get(p, "name")),
+                   "beta_fast") == 0)
+          CHECK(json_number_value(json_object_get(p, "default")) == 32);
+      }
+    }
+  }
+  CHECK(found_yarn);
+  CHECK_EQ_I64(json_array_size(json_object_get(json_object_get(root, "bias"),
+                                               "methods")),
+               AB_BIAS_METHOD_LAST_);
+  CHECK_EQ_I64(
+      json_array_size(json_object_get(json_object_get(root, "encodings"),
+                                      "methods")),
+      4);
+  CHECK(json_is_array(
+      json_object_get(json_object_get(root, "attention"), "parameters")));
+  json_decref(root);
+  call_free(&c);
+  return 0;
+}
+
+/* ==== positions ========================================================= */
+
+TEST(params_rope_positions_forms)
+{
+  struct srv_call c;
+  struct srv_err err;
+  int64_t *pos, n, mx;
+
+  call_init(&c, "{\"count\": 3, \"flat\": [4, -2, 7.0], \"rows\": [[1, 2], "
+                "[3, 4], [5, 9]], \"ragged\": [[1, 2], [3]], \"frac\": [1, "
+                "2.5], \"huge\": [1e300]}");
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "count"), "/p",
+                                  2, 1, 0, &pos, &n, &mx, &err),
+               0);
+  CHECK_EQ_I64(n, 3);
+  CHECK_EQ_I64(mx, 2);
+  CHECK(pos[0] == 0 && pos[2] == 2 && pos[3] == 0 && pos[5] == 2);
+
+  /* A flat list serves every axis (text tokens of multi-axis RoPE). */
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "flat"), "/p",
+                                  3, 1, 3, &pos, &n, &mx, &err),
+               0);
+  CHECK_EQ_I64(mx, 7);
+  CHECK(pos[1] == -2 && pos[4] == -2 && pos[8] == 7);
+
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "rows"), "/p",
+                                  3, 1, 0, &pos, &n, &mx, &err),
+               0);
+  CHECK_EQ_I64(n, 2);
+  CHECK_EQ_I64(mx, 9);
+  CHECK(pos[0] == 1 && pos[3] == 4 && pos[5] == 9);
+
+  /* Errors, each naming the offending pointer. */
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "rows"), "/p",
+                                  2, 1, 0, &pos, &n, &mx, &err),
+               -1);
+  CHECK_STR(err.field, "/p");
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "ragged"),
+                                  "/p", 2, 1, 0, &pos, &n, &mx, &err),
+               -1);
+  CHECK_STR(err.field, "/p/1");
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "frac"), "/p",
+                                  1, 1, 0, &pos, &n, &mx, &err),
+               -1);
+  CHECK_STR(err.field, "/p/1");
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "huge"), "/p",
+                                  1, 1, 0, &pos, &n, &mx, &err),
+               -1);
+  CHECK_STR(err.field, "/p/0");
+  /* vision2d: a flat list is not [2, n]. */
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "flat"), "/p",
+                                  2, 0, 0, &pos, &n, &mx, &err),
+               -1);
+  CHECK_EQ_I64(err.http, 400);
+  /* The tensors fix n. */
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "count"), "/p",
+                                  1, 1, 4, &pos, &n, &mx, &err),
+               -1);
+  CHECK(strstr(err.detail, "3 positions") != NULL);
+  call_free(&c);
+  return 0;
+}
+
+/* ==== budgets, outputs, jobs, library errors ============================ */
+
+TEST(params_budget_and_outputs)
+{
+  struct srv_call c;
+  struct srv_err err;
+  struct srv_config saved = srv_cfg;
+  int64_t shape[2] = {4, 8}, bad[2] = {4, 0};
+  float *f;
+  int i;
+
+  call_init(&c, "{}");
+  srv_cfg.max_output_mb = 1;
+  srv_cfg.max_gflop = 2;
+  CHECK_EQ_I64(srv_check_budget(&c, 1024.0 * 1024.0, 2e9, &err), 0);
+  CHECK_EQ_I64(srv_check_budget(&c, 1024.0 * 1024.0 + 1, 0, &err), -1);
+  CHECK_EQ_I64(err.http, 413);
+  CHECK(strstr(err.detail, "max-output-mb") != NULL);
+  CHECK_EQ_I64(srv_check_budget(&c, 0, 2.1e9, &err), -1);
+  CHECK_EQ_I64(err.http, 413);
+  CHECK(strstr(err.detail, "max-gflop") != NULL);
+  CHECK_EQ_I64(srv_check_budget(&c, NAN, 0, &err), -1);
+  srv_cfg = saved;
+
+  /* The output dtype sets the bytes a budget counts. */
+  c.out_dtype = AB_DTYPE_F16;
+  CHECK(srv_out_bytes(&c, 10) == 20);
+  c.out_dtype = AB_DTYPE_F32;
+
+  f = srv_output_tensor(&c, "t", AB_DTYPE_F32, 2, shape, &err);
+  CHECK(f != NULL);
+  CHECK_EQ_I64(c.noutputs, 1);
+  CHECK_STR(c.outputs[0].name, "t");
+  CHECK_EQ_I64(c.outputs[0].t.shape[1], 8);
+  CHECK_EQ_I64(c.outputs[0].t.stride[0], 8);
+  CHECK(c.outputs[0].t.data == f);
+  CHECK(srv_output_tensor(&c, "z", AB_DTYPE_F32, 2, bad, &err) == NULL);
+  CHECK_EQ_I64(srv_output_scalar(&c, "s", 1.5, &err), 0);
+  CHECK(c.outputs[1].is_scalar && c.outputs[1].scalar == 1.5);
+  for (i = c.noutputs; i < SRV_MAX_OUTPUTS; i++)
+    CHECK_EQ_I64(srv_output_scalar(&c, "more", 0, &err), 0);
+  CHECK(srv_output_tensor(&c, "late", AB_DTYPE_F32, 2, shape, &err) == NULL);
+  CHECK_EQ_I64(err.http, 500);
+  CHECK_EQ_I64(srv_add_job(&c, NULL, &err), -1);
+  call_free(&c);
+  return 0;
+}
+
+TEST(params_library_errors_become_pointers)
+{
+  struct ab_rope_params p;
+  struct srv_err err;
+  int64_t rd;
+  enum ab_status st;
+
+  ab_rope_params_init(&p);
+  p.head_dim = 8;
+  p.rotary_dim = 7;
+  st = ab_rope_check(&p, &rd, NULL, NULL);
+  CHECK(st != AB_STATUS_OK);
+  CHECK_EQ_I64(srv_lib_fail(&err, st, "/rope", NULL), -1);
+  CHECK_EQ_I64(err.http, 400);
+  CHECK_STR(err.field, "/rope/rotary_dim");
+  CHECK(strstr(err.detail, "7") != NULL);
+
+  ab_rope_params_init(&p);
+  p.head_dim = 8;
+  p.rope_type = AB_ROPE_LINEAR; /* factor missing */
+  st = ab_rope_check(&p, &rd, NULL, NULL);
+  CHECK(st != AB_STATUS_OK);
+  srv_lib_fail(&err, st, "", NULL);
+  CHECK_STR(err.field, "/rope_scaling/factor");
+  /* A leading component equal to `strip` is dropped. */
+  srv_lib_fail(&err, st, "/x", "rope_scaling");
+  CHECK_STR(err.field, "/x/factor");
+  return 0;
+}
+
+/* ==== two handlers end to end =========================================== */
+
+/* Worked example 1a: sinusoidal, interleaved, d=8, positions 0..3,
+ * against the formula evaluated here in double. */
+TEST(params_encodings_handler_sinusoidal)
+{
+  struct srv_call c;
+  struct srv_err err;
+  double want[4 * 8];
+  const float *got;
+  int p, k;
+
+  for (p = 0; p < 4; p++)
+    for (k = 0; k < 4; k++) {
+      double w = p * pow(10000.0, -2.0 * k / 8.0);
+      want[p * 8 + 2 * k] = sin(w);
+      want[p * 8 + 2 * k + 1] = cos(w);
+    }
+  call_init(&c, "{\"method\": \"sinusoidal\", \"positions\": 4, \"dim\": 8, "
+                "\"extra\": 1}");
+  CHECK_EQ_I64(srv_h_encodings(&c, &err), 0);
+  CHECK_EQ_I64(c.njobs, 1); /* the pool computes it */
+  CHECK_OK(ab_job_run_all(c.jobs[0]));
+  CHECK_EQ_I64(c.noutputs, 1);
+  CHECK_STR(c.outputs[0].name, "encoding");
+  CHECK_EQ_I64(c.outputs[0].t.shape[0], 4);
+  CHECK_EQ_I64(c.outputs[0].t.shape[1], 8);
+  got = c.outputs[0].t.data;
+  CHECK_ARRAY(got, want, 32, 1e-6, 1e-7);
+  CHECK_CLOSE(got[8 + 2], 0.09983342, 1e-6, 0); /* the example's own digits */
+  CHECK_STR(ignored(&c), "/extra");
+  call_free(&c);
+
+  /* Odd dim is the library's to refuse; the error names /dim. */
+  call_init(&c, "{\"method\": \"sinusoidal\", \"positions\": 4, \"dim\": 7}");
+  CHECK_EQ_I64(srv_h_encodings(&c, &err), -1);
+  CHECK_EQ_I64(err.http, 400);
+  CHECK_STR(err.field, "/dim");
+  call_free(&c);
+  return 0;
+}
+
+/* x + encoding through the job: x [2, 3, 4] float64, positions [0, 2, 4]. */
+TEST(params_encodings_handler_adds_x)
+{
+  struct srv_call c;
+  struct srv_err err;
+  double want[24];
+  const float *got;
+  int b, t, k;
+
+  call_init(&c, "{\"method\": \"sinusoidal\", \"positions\": [0, 2, 4], "
+                "\"dim\": 4, \"x\": {\"shape\": [2, 3, 4], \"dtype\": "
+                "\"float64\", \"data\": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
+                "15,16,17,18,19,20,21,22,23]}}");
+  CHECK_EQ_I64(srv_h_encodings(&c, &err), 0);
+  CHECK_EQ_I64(c.njobs, 1);
+  CHECK_OK(ab_job_run_all(c.jobs[0]));
+  CHECK_STR(c.outputs[0].name, "x");
+  CHECK_EQ_I64(c.outputs[0].t.ndim, 3);
+  for (b = 0; b < 2; b++)
+    for (t = 0; t < 3; t++)
+      for (k = 0; k < 2; k++) {
+        double w = 2.0 * t * pow(10000.0, -2.0 * k / 4.0);
+        want[b * 12 + t * 4 + 2 * k] = b * 12 + t * 4 + 2 * k + sin(w);
+        want[b * 12 + t * 4 + 2 * k + 1] = b * 12 + t * 4 + 2 * k + 1 + cos(w);
+      }
+  got = c.outputs[0].t.data;
+  CHECK_ARRAY(got, want, 24, 1e-6, 1e-6);
+  call_free(&c);
+  return 0;
+}
+
+/* Worked example 4: ALiBi, 4 heads, causal, head 3, run through the job the
+ * handler declares. */
+TEST(params_bias_handler_alibi)
+{
+  struct srv_call c;
+  struct srv_err err;
+  double want[16];
+  const float *got;
+  int i, j;
+
+  call_init(&c, "{\"method\": \"alibi\", \"num_heads\": 4, \"q_len\": 4, "
+                "\"causal\": true}");
+  CHECK_EQ_I64(srv_h_bias(&c, &err), 0);
+  CHECK_EQ_I64(c.njobs, 1);
+  CHECK_OK(ab_job_run_all(c.jobs[0]));
+  CHECK_EQ_I64(c.outputs[0].t.shape[0], 4);
+  got = (const float *)c.outputs[0].t.data + 3 * 16;
+  for (i = 0; i < 4; i++)
+    for (j = 0; j < 4; j++)
+      want[i * 4 + j] = j > i ? -INFINITY : -0.00390625 * (i - j);
+  CHECK_ARRAY(got, want, 16, 1e-6, 1e-7);
+  call_free(&c);
+
+  /* buckets exist only for t5. */
+  call_init(&c, "{\"method\": \"alibi\", \"num_heads\": 4, \"q_len\": 4, "
+                "\"return\": [\"buckets\"]}");
+  CHECK_EQ_I64(srv_h_bias(&c, &err), -1);
+  CHECK_STR(err.field, "/return");
+  call_free(&c);
+  return 0;
+}

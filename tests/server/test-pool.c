@@ -1,0 +1,301 @@
+/* test-pool.c: the worker pool -- every piece runs once, jobs run in
+ * order, scratch is per item, failures and the completion step reach the
+ * right threads, inline runs agree.  The jobs are built here with the
+ * library's internal job constructor, so the pool is tested alone. */
+#include "../../lib/src/ab-internal.h"
+#include "srv.h"
+#include "test.h"
+#include "work/work.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- a job whose pieces are checkable -------------------------------- */
+
+struct fill_ctx {
+  int64_t pieces;
+  int32_t *out;         /* [pieces]: written by piece i */
+  const int32_t *prev;  /* [pieces] of an earlier job, or NULL */
+  _Atomic int *runs;    /* [pieces]: how often piece i ran */
+  int32_t add;
+  int64_t fail_at;      /* piece that fails, -1: none */
+  size_t scratch;
+  _Atomic int bad_scratch;
+};
+
+static enum ab_status fill_run(const struct ab_job *job, int64_t i,
+                               void *scratch)
+{
+  struct fill_ctx *x = job->ctx;
+  unsigned char *s = scratch;
+  size_t k;
+
+  atomic_fetch_add(&x->runs[i], 1);
+  if (i == x->fail_at)
+    return ab__fail(AB_STATUS_OUT_OF_RANGE, "positions.3",
+                    "position 99 is past the table");
+  /* Scratch is private to one item at a time: write a pattern, spin a
+   * little so another item would interleave, and check it survived. */
+  if (x->scratch) {
+    if (!s || (uintptr_t)s % 64 != 0) {
+      atomic_store(&x->bad_scratch, 1);
+    } else {
+      for (k = 0; k < x->scratch; k++)
+        s[k] = (unsigned char)(i + (int64_t)k);
+      for (k = 0; k < x->scratch; k++)
+        if (s[k] != (unsigned char)(i + (int64_t)k))
+          atomic_store(&x->bad_scratch, 1);
+    }
+  }
+  /* A job that needs the previous job's output sees all of it. */
+  x->out[i] = (x->prev ? x->prev[x->pieces - 1 - i] : 0) + x->add;
+  return AB_STATUS_OK;
+}
+
+static ab_job_t *fill_job(struct fill_ctx *x)
+{
+  struct ab_job *job;
+
+  if (ab__job_new(0, &job) != AB_STATUS_OK)
+    return NULL;
+  job->pieces = x->pieces;
+  job->scratch_size = x->scratch;
+  job->flops = 1e9;
+  job->run = fill_run;
+  job->ctx = x; /* owned by the test: ab_job_free frees ctx, so reset it */
+  return job;
+}
+
+/* ab_job_free frees job->ctx; the test owns its contexts. */
+static void free_jobs(struct srv_call *c)
+{
+  int i;
+  for (i = 0; i < c->njobs; i++) {
+    c->jobs[i]->ctx = NULL;
+    ab_job_free(c->jobs[i]);
+  }
+  c->njobs = 0;
+}
+
+/* ---- waiting for done ------------------------------------------------ */
+
+struct waiter {
+  int done, status, completed, complete_status;
+  pthread_t complete_thread, done_thread;
+  char field[192];
+};
+
+static struct waiter g_w;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+
+static void on_complete(struct srv_call *c, int status,
+                        const struct srv_err *err, void *arg)
+{
+  (void)c;
+  (void)arg;
+  g_w.completed++;
+  g_w.complete_status = status;
+  g_w.complete_thread = pthread_self();
+  if (err)
+    snprintf(g_w.field, sizeof g_w.field, "%s", err->field);
+}
+
+static void on_done(struct srv_call *c, int status, void *arg)
+{
+  (void)c;
+  (void)arg;
+  pthread_mutex_lock(&g_mu);
+  g_w.done++;
+  g_w.status = status;
+  g_w.done_thread = pthread_self();
+  pthread_cond_signal(&g_cv);
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* Each test starts from a clean record (tests may share a process: -n). */
+static void reset_waiter(void) { memset(&g_w, 0, sizeof g_w); }
+
+static void wait_done(int n)
+{
+  pthread_mutex_lock(&g_mu);
+  while (g_w.done < n)
+    pthread_cond_wait(&g_cv, &g_mu);
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+#define NP 1000
+
+TEST(pool_runs_every_piece_once_in_job_order)
+{
+  static int32_t a[NP], b[NP];
+  static _Atomic int ra[NP], rb[NP];
+  struct fill_ctx x = {NP, a, NULL, ra, 5, -1, 4096, 0};
+  struct fill_ctx y = {NP, b, a, rb, 1000, -1, 0, 0};
+  struct srv_call c;
+  int i;
+
+  memset(&c, 0, sizeof c);
+  c.jobs[c.njobs++] = fill_job(&x);
+  c.jobs[c.njobs++] = fill_job(&y);
+  CHECK(c.jobs[0] && c.jobs[1]);
+  reset_waiter();
+  CHECK_EQ_I64(srv_work_start(3), 0);
+  CHECK_EQ_I64(srv_work_threads(), 3);
+  CHECK_EQ_I64(srv_work_submit_full(&c, on_complete, on_done, NULL), 0);
+  wait_done(1);
+  CHECK_EQ_I64(g_w.status, 0);
+  CHECK_EQ_I64(g_w.completed, 1);
+  CHECK_EQ_I64(g_w.complete_status, 0);
+  /* complete ran on a pool thread, done on the loop thread: neither is
+   * this thread, and they differ. */
+  CHECK(!pthread_equal(g_w.done_thread, pthread_self()));
+  CHECK(!pthread_equal(g_w.complete_thread, g_w.done_thread));
+  for (i = 0; i < NP; i++) {
+    CHECK_EQ_I64(ra[i], 1);
+    CHECK_EQ_I64(rb[i], 1);
+    CHECK_EQ_I64(a[i], 5);
+    CHECK_EQ_I64(b[i], 1005); /* job 2 saw job 1's complete output */
+  }
+  CHECK_EQ_I64(atomic_load(&x.bad_scratch), 0);
+  CHECK(c.kernel_seconds > 0);
+  free_jobs(&c);
+  srv_work_stop();
+  return 0;
+}
+
+TEST(pool_many_calls_concurrently)
+{
+  enum { NC = 40, PIECES = 37 };
+  static int32_t out[NC][PIECES];
+  static _Atomic int runs[NC][PIECES];
+  static struct fill_ctx x[NC];
+  static struct srv_call c[NC];
+  int i, j;
+
+  reset_waiter();
+  CHECK_EQ_I64(srv_work_start(2), 0);
+  for (i = 0; i < NC; i++) {
+    struct fill_ctx init = {PIECES, out[i], NULL, runs[i], i, -1, 256, 0};
+    x[i] = init;
+    memset(&c[i], 0, sizeof c[i]);
+    c[i].jobs[c[i].njobs++] = fill_job(&x[i]);
+    CHECK_EQ_I64(srv_work_submit(&c[i], on_done, NULL), 0);
+  }
+  wait_done(NC);
+  for (i = 0; i < NC; i++) {
+    for (j = 0; j < PIECES; j++) {
+      CHECK_EQ_I64(runs[i][j], 1);
+      CHECK_EQ_I64(out[i][j], i);
+    }
+    free_jobs(&c[i]);
+  }
+  srv_work_stop();
+  return 0;
+}
+
+TEST(pool_failure_reports_library_error)
+{
+  static int32_t a[NP];
+  static _Atomic int ra[NP];
+  struct fill_ctx x = {NP, a, NULL, ra, 0, 10, 0, 0};
+  static int32_t b[4];
+  static _Atomic int rb[4];
+  struct fill_ctx y = {4, b, NULL, rb, 0, -1, 0, 0};
+  struct srv_call c;
+  int i, ran = 0;
+
+  memset(&c, 0, sizeof c);
+  c.jobs[c.njobs++] = fill_job(&x);
+  c.jobs[c.njobs++] = fill_job(&y);
+  reset_waiter();
+  CHECK_EQ_I64(srv_work_start(2), 0);
+  CHECK_EQ_I64(srv_work_submit_full(&c, on_complete, on_done, NULL), 0);
+  wait_done(1);
+  CHECK_EQ_I64(g_w.status, 400);
+  CHECK_EQ_I64(g_w.complete_status, 400);
+  /* The failing thread's ab_last_error became the field pointer. */
+  CHECK_STR(g_w.field, "/positions/3");
+  /* The rest of the failing job is skipped, the next job never starts. */
+  for (i = 0; i < NP; i++)
+    ran += ra[i];
+  CHECK(ran < NP);
+  for (i = 0; i < 4; i++)
+    CHECK_EQ_I64(rb[i], 0);
+  free_jobs(&c);
+  srv_work_stop();
+  return 0;
+}
+
+TEST(pool_call_without_pieces_still_completes)
+{
+  struct srv_call c;
+
+  memset(&c, 0, sizeof c);
+  reset_waiter();
+  CHECK_EQ_I64(srv_work_start(2), 0);
+  CHECK_EQ_I64(srv_work_submit_full(&c, on_complete, on_done, NULL), 0);
+  wait_done(1);
+  CHECK_EQ_I64(g_w.completed, 1);
+  CHECK_EQ_I64(g_w.status, 0);
+  srv_work_stop();
+  /* After stop the pool refuses work instead of losing it. */
+  CHECK_EQ_I64(srv_work_submit(&c, on_done, NULL), -1);
+  return 0;
+}
+
+TEST(pool_cancel_completes_with_503)
+{
+  static int32_t a[NP];
+  static _Atomic int ra[NP];
+  struct fill_ctx x = {NP, a, NULL, ra, 0, -1, 0, 0};
+  struct srv_call c;
+  int i, ran = 0;
+
+  memset(&c, 0, sizeof c);
+  c.jobs[c.njobs++] = fill_job(&x);
+  reset_waiter();
+  CHECK_EQ_I64(srv_work_start(2), 0);
+  srv_work_cancel();
+  CHECK_EQ_I64(srv_work_submit_full(&c, on_complete, on_done, NULL), 0);
+  wait_done(1);
+  CHECK_EQ_I64(g_w.status, 503);
+  for (i = 0; i < NP; i++)
+    ran += ra[i];
+  CHECK_EQ_I64(ran, 0);
+  free_jobs(&c);
+  srv_work_stop();
+  return 0;
+}
+
+TEST(pool_inline_matches)
+{
+  static int32_t a[NP], b[NP];
+  static _Atomic int ra[NP], rb[NP];
+  struct fill_ctx x = {NP, a, NULL, ra, 3, -1, 128, 0};
+  struct fill_ctx y = {NP, b, a, rb, 1, -1, 0, 0};
+  struct srv_call c;
+  struct srv_err e;
+  int i;
+
+  memset(&c, 0, sizeof c);
+  c.jobs[c.njobs++] = fill_job(&x);
+  c.jobs[c.njobs++] = fill_job(&y);
+  CHECK_EQ_I64(srv_work_run_inline(&c, &e), 0);
+  for (i = 0; i < NP; i++)
+    CHECK(a[i] == 3 && b[i] == 4 && ra[i] == 1 && rb[i] == 1);
+  CHECK_EQ_I64(atomic_load(&x.bad_scratch), 0);
+  free_jobs(&c);
+
+  x.fail_at = 7;
+  c.jobs[c.njobs++] = fill_job(&x);
+  CHECK_EQ_I64(srv_work_run_inline(&c, &e), -1);
+  CHECK_EQ_I64(e.http, 400);
+  CHECK_STR(e.field, "/positions/3");
+  free_jobs(&c);
+  return 0;
+}
