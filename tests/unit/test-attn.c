@@ -1117,8 +1117,10 @@ TEST(attn_flops_visible_part)
 /* ==== RoPE inside attention ============================================ */
 
 /* ab_rope_apply by hand on q and k (positions q_offset + r and j), then the
- * float64 reference on the rotated values, against rope inside attention. */
-static int rope_case(int layout, int xpos, int64_t q_offset, int explicit_pos)
+ * float64 reference on the rotated values, against rope inside attention.
+ * type 0: default, 1: xPos (k decays the other way), 2: dynamic NTK, whose
+ * frequencies depend on the default rope_seq_len (max position + 1). */
+static int rope_case(int layout, int type, int64_t q_offset, int explicit_pos)
 {
   enum { B = 2, HQ = 4, HKV = 2, NQ = 7, NK = 23, D = 16 };
   struct prob P = {B, HQ, HKV, NQ, NK, D, D, NULL, NULL, NULL};
@@ -1142,15 +1144,23 @@ static int rope_case(int layout, int xpos, int64_t q_offset, int explicit_pos)
   ab_rope_params_init(&rp);
   rp.head_dim = D;
   rp.rope_theta = 500.0;
-  if (xpos)
+  if (type == 1)
     rp.rope_type = AB_ROPE_XPOS;
+  if (type == 2) {
+    rp.rope_type = AB_ROPE_DYNAMIC;
+    rp.factor = 2.0;
+    rp.original_max_position_embeddings = 8;
+  }
   for (i = 0; i < NQ; i++)
     qpos[i] = explicit_pos ? 3 * i + 1 : q_offset + i;
   for (i = 0; i < NK; i++)
     kpos[i] = explicit_pos ? 2 * i : i;
-  seq_len = explicit_pos ? 3 * (NK - 1) + 1 : NK;
-  if (!explicit_pos && q_offset + NQ > NK)
-    seq_len = q_offset + NQ;
+  /* Attention's default rope_seq_len: max position + 1 over q and k. */
+  seq_len = 1;
+  for (i = 0; i < NQ; i++)
+    seq_len = qpos[i] + 1 > seq_len ? qpos[i] + 1 : seq_len;
+  for (i = 0; i < NK; i++)
+    seq_len = kpos[i] + 1 > seq_len ? kpos[i] + 1 : seq_len;
   if (ab_rope_apply(&rp, seq_len, &tq.t, layout, qpos, 0, rq) ||
       ab_rope_apply(&rp, seq_len, &tk.t, layout, kpos, 1, rk)) {
     fprintf(stderr, "  rope: %s: %s\n", ab_last_error()->arg,
@@ -1189,8 +1199,8 @@ static int rope_case(int layout, int xpos, int64_t q_offset, int explicit_pos)
     out_canon(out, layout, B, HQ, NQ, D, canon);
     if (!test_array_close(__FILE__, __LINE__, "out", canon, want,
                           B * HQ * NQ * D, RTOL, ATOL)) {
-      fprintf(stderr, "  layout %d xpos %d q_offset %lld explicit %d\n",
-              layout, xpos, (long long)q_offset, explicit_pos);
+      fprintf(stderr, "  layout %d type %d q_offset %lld explicit %d\n",
+              layout, type, (long long)q_offset, explicit_pos);
       bad = 1;
     }
   }
@@ -1205,7 +1215,8 @@ TEST(attn_rope_inside_vs_by_hand)
 
   for (layout = 0; layout < 2; layout++) {
     if (rope_case(layout, 0, 16, 0) || rope_case(layout, 0, 3, 0) ||
-        rope_case(layout, 1, 16, 0) || rope_case(layout, 0, 16, 1))
+        rope_case(layout, 1, 16, 0) || rope_case(layout, 0, 16, 1) ||
+        rope_case(layout, 2, 16, 0) || rope_case(layout, 2, 5, 1))
       return 1;
   }
   return 0;
