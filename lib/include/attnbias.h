@@ -69,7 +69,9 @@ AB_API const char *ab_status_str(enum ab_status s);
  * argument with the dotted path of the HTTP API where one exists ("q",
  * "rope.rotary_dim", "bias.table", "kv_lens.2"); `msg` is a full sentence
  * naming the value ("rotary_dim 7 must be even").  Thread-local storage owned
- * by the library; valid until the next failing call on the same thread. */
+ * by the library, never NULL; successful calls leave it alone, so it holds
+ * until the next failing call on the same thread or ab_clear_error (which
+ * zeroes it: status OK, empty strings). */
 struct ab_error {
   enum ab_status status;
   char arg[64];
@@ -78,9 +80,13 @@ struct ab_error {
 AB_API const struct ab_error *ab_last_error(void);
 AB_API void ab_clear_error(void);
 
-/* Replace the allocator (for tests of allocation failure).  Call before any
- * other function; NULL restores malloc/free.  Not thread-safe. */
-AB_API void ab_set_allocator(void *(*malloc_fn)(size_t), void (*free_fn)(void *));
+/* Replace the allocator (for tests of allocation failure); a NULL function
+ * restores malloc or free.  Every later allocation goes through the hook,
+ * and memory is freed with the free function current at that time, so
+ * switch only while no job is alive.  Not thread-safe: call it before any
+ * other function, or while no other thread uses the library. */
+AB_API void ab_set_allocator(void *(*malloc_fn)(size_t),
+                             void (*free_fn)(void *));
 
 /* Library version and the kernel set in use: "avx512", "avx2" or "ref".
  * AB_ISA=ref|avx2|avx512 in the environment caps the choice (read once). */
@@ -103,8 +109,8 @@ enum ab_dtype {
  * names "float32", "float64", "float16", "bfloat16", "int32". */
 AB_API size_t ab_dtype_size(enum ab_dtype d);
 AB_API const char *ab_dtype_name(enum ab_dtype d);
-/* Parses a name as above (also "f32", "f64", "f16", "bf16", "i32").
- * Returns -1 if unknown. */
+/* Parses a name as above (also "f32", "f64", "f16", "bf16", "i32" and
+ * their upper-case forms).  Returns -1 if unknown or NULL. */
 AB_API int ab_dtype_parse(const char *name);
 
 #define AB_MAX_DIMS 4
@@ -119,30 +125,39 @@ struct ab_tensor {
   int64_t stride[AB_MAX_DIMS]; /* in elements */
 };
 
-/* Fill t as a contiguous row-major view of data.  Checks every dimension is
- * >= 1 and that the element count and byte size fit in int64/size_t
- * (AB_STATUS_OVERFLOW otherwise).  Allocates nothing. */
+/* Fill t as a contiguous row-major view of data (which may be NULL here;
+ * the operations refuse a tensor without data).  Checks the rank is 1..4,
+ * the dtype known, every dimension >= 1, and that the element count and
+ * byte size fit in int64/size_t (AB_STATUS_OVERFLOW otherwise); on failure
+ * *t is unspecified.  Allocates nothing. */
 AB_API enum ab_status ab_tensor_init(struct ab_tensor *t, void *data,
                                      enum ab_dtype dtype, int ndim,
                                      const int64_t *shape);
-/* Element count; -1 on overflow or a bad descriptor. */
+/* Element count; -1 on overflow or a bad descriptor (NULL, rank). */
 AB_API int64_t ab_tensor_numel(const struct ab_tensor *t);
-/* 1 when the strides are the row-major ones for the shape. */
+/* 1 when the strides are the row-major ones for the shape (a dimension of
+ * size 1 may have any stride); 0 otherwise, and for NULL or a bad rank. */
 AB_API int ab_tensor_is_contiguous(const struct ab_tensor *t);
-/* a*b and a*b*c... for sizes with overflow check: returns 0 and sets *out,
- * or returns -1 when the product overflows int64 or a factor is < 0. */
+/* a*b for sizes, with overflow check: returns 0 and sets *out, or returns
+ * -1 (leaving *out alone) when a factor is < 0 or the product overflows
+ * int64.  Chain it for longer products. */
 AB_API int ab_mul_overflow(int64_t a, int64_t b, int64_t *out);
 
-/* Convert `n` elements between float dtypes (F32, F64, F16, BF16).  f16 and
- * bf16 are rounded to nearest even; NaN and infinities are preserved.
- * Allocates nothing; src and dst must not overlap unless equal. */
+/* Convert `n` contiguous elements between float dtypes (F32, F64, F16,
+ * BF16); n == 0 does nothing.  f16 and bf16 are rounded to nearest even;
+ * NaN and infinities are preserved.  Allocates nothing.  src and dst must
+ * not overlap, except that a same-dtype copy may overlap in any way and
+ * dst == src works when the destination element is no wider than the
+ * source's (converted front to back). */
 AB_API enum ab_status ab_convert(void *dst, enum ab_dtype dst_dtype,
                                  const void *src, enum ab_dtype src_dtype,
                                  int64_t n);
 /* Gather any float tensor (any strides) into a contiguous float32 buffer of
- * ab_tensor_numel(src) elements, row-major. */
+ * ab_tensor_numel(src) elements, row-major.  Validates src first (named
+ * "src"); allocates nothing; dst must not overlap src's data. */
 AB_API enum ab_status ab_tensor_to_f32(const struct ab_tensor *src,
                                        float *dst);
+/* One element: IEEE half and bfloat16 <-> single, as ab_convert does. */
 AB_API uint16_t ab_f32_to_f16(float f);
 AB_API float ab_f16_to_f32(uint16_t h);
 AB_API uint16_t ab_f32_to_bf16(float f);
@@ -163,14 +178,19 @@ AB_API float ab_bf16_to_f32(uint16_t h);
  * ------------------------------------------------------------------------ */
 typedef struct ab_job ab_job_t;
 
+/* Piece count, scratch bytes per thread (0: none needed) and estimated
+ * floating-point operations of the whole job (for budgets); 0 for NULL. */
 AB_API int64_t ab_job_pieces(const ab_job_t *job);
 AB_API size_t ab_job_scratch_size(const ab_job_t *job);
-/* Estimated floating-point operations of the whole job (for budgets). */
 AB_API double ab_job_flops(const ab_job_t *job);
+/* Run piece 0 <= piece < ab_job_pieces (else OUT_OF_RANGE).  With scratch
+ * NULL and a scratch size > 0 it allocates and frees its own. */
 AB_API enum ab_status ab_job_run(const ab_job_t *job, int64_t piece,
                                  void *scratch);
-/* Run every piece on the calling thread (allocates scratch once). */
+/* Run every piece in order on the calling thread (allocates scratch once);
+ * stops at the first failing piece and returns its status. */
 AB_API enum ab_status ab_job_run_all(const ab_job_t *job);
+/* Free the job and everything it allocated; NULL is a no-op. */
 AB_API void ab_job_free(ab_job_t *job);
 
 /* ------------------------------------------------------------------------
@@ -207,8 +227,9 @@ AB_API void ab_encoding_params_init(struct ab_encoding_params *p);
  * Positions may be fractional for sinusoidal and integer (timesteps);
  * learned and binary need integral positions (learned: 0 <= p + offset <
  * rows, else OUT_OF_RANGE naming "positions.<t>"; binary: p >= 0).
- * Rows are independent: to split, pass positions + r0 and out + r0 * dim.
- * Allocates nothing. */
+ * Everything is checked before anything is written: a failing call leaves
+ * out untouched.  Rows are independent: to split, pass positions + r0 and
+ * out + r0 * dim.  Reads p->table for learned.  Allocates nothing. */
 AB_API enum ab_status ab_encoding(const struct ab_encoding_params *p,
                                   const double *positions, int64_t n,
                                   float *out);
@@ -216,16 +237,18 @@ AB_API enum ab_status ab_encoding(const struct ab_encoding_params *p,
 /* The same as a job of independent pieces (row ranges of the output).
  * Without x (NULL), out is the encoding [n, dim]; with x ([..., n, dim],
  * any float dtype and strides), out is float32 contiguous of x's shape and
- * holds x + encoding broadcast over the leading dims.  Validates everything
- * first; allocates the job; borrows p->table, positions, x and out until
- * ab_job_free. */
+ * holds x + encoding broadcast over the leading dims (pieces then need
+ * dim floats of scratch).  Validates everything first; allocates the job
+ * (p itself is copied); borrows p->table, positions, x (the descriptor and
+ * its data) and out until ab_job_free. */
 AB_API enum ab_status ab_encoding_job(const struct ab_encoding_params *p,
                                       const double *positions, int64_t n,
                                       const struct ab_tensor *x, float *out,
                                       ab_job_t **job);
 
-/* x[..., t, c] += enc[t, c]: x is float32 contiguous [..., n, dim] with
- * `rows` = numel / dim rows, enc [n, dim] repeats over the leading dims. */
+/* x[..., t, c] += enc[t, c] in place: x is float32 contiguous [..., n, dim]
+ * with `rows` = numel / dim rows (a multiple of n), enc [n, dim] repeats
+ * over the leading dims.  Allocates nothing. */
 AB_API enum ab_status ab_encoding_add(float *x, int64_t rows, const float *enc,
                                       int64_t n, int64_t dim);
 
@@ -244,7 +267,10 @@ enum ab_rope_type {
   AB_ROPE_XPOS = 8,
   AB_ROPE_TYPE_LAST_ /* never use */
 };
-/* "default", "linear", ... as in rope_scaling.rope_type; -1 if unknown. */
+/* "default", "linear", ... as in rope_scaling.rope_type; -1 if unknown.
+ * Parsing also takes the names of published configs: "mrope" (Qwen2-VL:
+ * default frequencies, multi-axis from mrope_section) and "su" (early
+ * Phi-3 for longrope). */
 AB_API int ab_rope_type_parse(const char *name);
 AB_API const char *ab_rope_type_name(enum ab_rope_type t);
 
@@ -298,7 +324,7 @@ AB_API enum ab_status ab_rope_check(const struct ab_rope_params *p,
 
 /* inv_freq [n_freq] in double and the attention factor that multiplies cos
  * and sin, for the current length seq_len (dynamic, longrope; ignored by the
- * others; must be >= 1).  Allocates nothing. */
+ * others; must be >= 1).  Either output may be NULL.  Allocates nothing. */
 AB_API enum ab_status ab_rope_inv_freq(const struct ab_rope_params *p,
                                        int64_t seq_len, double *inv_freq,
                                        double *attention_scaling);
@@ -307,8 +333,9 @@ AB_API enum ab_status ab_rope_inv_freq(const struct ab_rope_params *p,
  * pairing (rotate-half: [c0..c_{r/2-1}, c0..c_{r/2-1}]; interleaved:
  * [c0, c0, c1, c1, ...]) and multiplied by the attention factor.
  * positions is [n_axes, n] row-major (axis-major).  xpos has no table form
- * (INVALID_ARG).  Rows are independent: split by slicing positions (per axis
- * row, stride n) -- see ab_rope_table_job for a ready split.  Allocates
+ * (INVALID_ARG).  Rows are independent: with one axis, rows [t0, t1) are
+ * those of positions + t0, n = t1 - t0, written at cos_out/sin_out +
+ * t0 * rotary_dim; ab_rope_table_job splits any number of axes.  Allocates
  * nothing. */
 AB_API enum ab_status ab_rope_table(const struct ab_rope_params *p,
                                     int64_t seq_len, const int64_t *positions,
@@ -321,24 +348,31 @@ enum ab_layout {
 
 /* Rotate x (rank 2..4, any float dtype and strides; rank 3 is [H, S, D] or
  * [S, H, D], rank 2 is [S, D]) and write float32 contiguous `out` of the
- * same shape (out may equal x->data when x is contiguous float32).  The
- * sequence axis has length n and positions are [n_axes, n].  is_key selects
- * xPos's decay direction (k is scaled by zeta^-p).  Channels past rotary_dim
- * are copied through.  Builds and runs a job on the calling thread;
- * allocates the inv_freq and angle tables. */
+ * same shape.  out may equal x->data when x is contiguous float32; any
+ * other overlap is INVALID_ARG.  The sequence axis has length n and
+ * positions are [n_axes, n].  is_key selects xPos's decay direction (k is
+ * scaled by zeta^-p).  Channels past rotary_dim are copied through.  Builds
+ * the job below and runs it on the calling thread: allocates the job, its
+ * cos/sin table [n, rotary_dim] and, unless x is float32 with unit inner
+ * stride, scratch rows; frees them before returning. */
 AB_API enum ab_status ab_rope_apply(const struct ab_rope_params *p,
                                     int64_t seq_len, const struct ab_tensor *x,
                                     enum ab_layout layout,
                                     const int64_t *positions, int is_key,
                                     float *out);
-/* The same as a job of independent pieces.  Allocates the job; borrows p's
- * factor arrays, x, positions and out until ab_job_free. */
+/* The same as a job of independent pieces.  Validates everything and builds
+ * the cos/sin table at creation (p, its factor arrays and positions are
+ * read only during the call); allocates the job and the table; copies x's
+ * descriptor and borrows x->data and out until ab_job_free. */
 AB_API enum ab_status ab_rope_apply_job(const struct ab_rope_params *p,
                                         int64_t seq_len,
                                         const struct ab_tensor *x,
                                         enum ab_layout layout,
                                         const int64_t *positions, int is_key,
                                         float *out, ab_job_t **job);
+/* ab_rope_table as a job of row ranges.  Validates everything first;
+ * allocates the job (p itself is copied); borrows positions, cos_out,
+ * sin_out and, for longrope, p's factor arrays until ab_job_free. */
 AB_API enum ab_status ab_rope_table_job(const struct ab_rope_params *p,
                                         int64_t seq_len,
                                         const int64_t *positions, int64_t n,
@@ -356,6 +390,7 @@ enum ab_bias_method {
   AB_BIAS_KERPLE = 4,
   AB_BIAS_METHOD_LAST_ /* never use */
 };
+/* "none", "alibi", "t5", "fire", "kerple"; parse gives -1 if unknown. */
 AB_API int ab_bias_method_parse(const char *name);
 AB_API const char *ab_bias_method_name(enum ab_bias_method m);
 
@@ -383,6 +418,9 @@ struct ab_bias_params {
   int kerple_power;           /* 0: log variant, 1: power variant */
   const float *r1, *r2;       /* [num_heads] */
 };
+/* Fill p with the defaults: method none, max_bias 8, bidirectional,
+ * max_distance 128, c and L NaN (FIRE requires them), eps 0, every pointer
+ * NULL.  NULL is a no-op (as for every *_init). */
 AB_API void ab_bias_params_init(struct ab_bias_params *p);
 
 /* Geometry shared by bias tables and attention: query row r sits at
@@ -396,30 +434,42 @@ struct ab_geometry {
 AB_API void ab_geometry_init(struct ab_geometry *g, int64_t q_len,
                              int64_t k_len);
 
-/* ALiBi slopes (ggml form; max_bias 8 = paper, BLOOM, MPT). */
+/* ALiBi slopes[num_heads] (ggml form; max_bias 8 = paper, BLOOM, MPT);
+ * num_heads >= 1, max_bias finite and >= 0.  Allocates nothing. */
 AB_API enum ab_status ab_alibi_slopes(int64_t num_heads, double max_bias,
                                       float *slopes);
 
 /* T5 bucket of rel = key - query, float32 exactly as Hugging Face computes
- * it.  Arguments must satisfy ab_t5_check. */
+ * it.  Returns -1 and records the error when the other arguments fail
+ * ab_t5_check (or rel is INT64_MIN). */
 AB_API int32_t ab_t5_bucket(int64_t rel, int64_t num_buckets,
                             int bidirectional, int64_t max_distance);
+/* T5 parameters: 1 <= num_buckets <= 2^24 with at least one exact bucket
+ * per direction (max_exact = half of one direction's buckets), and
+ * max_distance > max_exact (else HF's log(max_distance/max_exact) is 0). */
 AB_API enum ab_status ab_t5_check(int64_t num_buckets, int bidirectional,
                                   int64_t max_distance);
 
-/* Validate p (sizes of the per-head arrays, the T5 table's heads, FIRE's
- * layer chain, ...). */
+/* Validate p for p->num_heads (>= 1) heads: the method's parameters, the
+ * per-head arrays, the T5 table's shape, FIRE's layer chain, ...
+ * Allocates nothing. */
 AB_API enum ab_status ab_bias_check(const struct ab_bias_params *p);
 
 /* bias [num_heads, q_len, k_len] float32 (masked cells -inf, from g's
- * causal flag and window), and/or buckets [q_len, k_len] int32 (T5 only).
- * Either output may be NULL.  Runs on the calling thread; allocates small
- * per-distance tables (T5 buckets, Kerple and FIRE values) that are freed
- * before it returns.  FIRE's c and L are required (NaN after
+ * causal flag and window), and/or buckets [q_len, k_len] int32 (T5 only,
+ * unmasked).  Either output may be NULL, not both.  Builds the job below
+ * and runs it on the calling thread: allocates it, a resolved copy of p
+ * and small per-distance tables (T5 buckets, Kerple and FIRE values), all
+ * freed before it returns.  FIRE's c and L are required (NaN after
  * ab_bias_params_init); a FIRE layer's bias may be NULL (zeros). */
 AB_API enum ab_status ab_bias_table(const struct ab_bias_params *p,
                                     const struct ab_geometry *g, float *bias,
                                     int32_t *buckets);
+/* The same as a job of row blocks (per head, except FIRE whose pieces
+ * write every head).  Validates everything first; allocates the job with
+ * a float32 copy of p's parameters and tables (p and its arrays are read
+ * only during the call); borrows bias and buckets until ab_job_free.
+ * Pieces need no scratch. */
 AB_API enum ab_status ab_bias_table_job(const struct ab_bias_params *p,
                                         const struct ab_geometry *g,
                                         float *bias, int32_t *buckets,
@@ -467,14 +517,20 @@ struct ab_attn_params {
   float *lse;
   float *weights;
 };
+/* Zero p, then layout bhsd and an unbounded window (-1, -1): the default
+ * scale, bottom-right q_offset, non-causal, no RoPE, no bias. */
 AB_API void ab_attn_params_init(struct ab_attn_params *p);
 
-/* Validate and build the attention job: converts inputs to float32 and
- * applies RoPE where needed (allocates copies of q and k then, and of k/v
- * that are not float32 with unit inner stride; float32 k/v are read in
- * place), and splits the work by batch x query head x query block, costly
- * pieces first.  Borrows every pointer in p until ab_job_free.  Memory it
- * allocates is O(B*H*N*D), never O(Nq*Nk). */
+/* Validate and build the attention job, splitting the work by batch x
+ * query head x query block, costly pieces first.  q is read in place (any
+ * dtype), k and v too when they are float32 with unit inner stride;
+ * otherwise k/v are converted to float32 copies, and with RoPE q and k are
+ * rotated into float32 copies.  A translation-invariant position bias is
+ * tabulated per head over the Nq + Nk - 1 distances.  p, the tensor
+ * descriptors, the rope and bias parameters and the positions are read
+ * only during the call; the data of q, k, v and attn_bias, kv_lens and
+ * the outputs are borrowed until ab_job_free.  Memory it allocates is
+ * O(B*H*N*D), never O(Nq*Nk); pieces need ab_job_scratch_size bytes. */
 AB_API enum ab_status ab_attention_job(const struct ab_attn_params *p,
                                        ab_job_t **job);
 /* Build, run on the calling thread, free. */
@@ -483,8 +539,11 @@ AB_API enum ab_status ab_attention(const struct ab_attn_params *p);
 /* Estimated flops of an attention call (4*B*Hq*Nq*Nk*D, visible part only
  * for causal/window masks), computed from shapes alone, for budgets that
  * must be decided before allocating.  Precisely 2*(D + Dv) per visible
- * (query, key) pair, kv_lens included; out may still be NULL.  Returns -1
- * and records the error (as ab_attention_job would) when p is invalid. */
+ * (query, key) pair, kv_lens included.  Returns -1 and records the error
+ * (as ab_attention_job would) when the shapes, scalars, masks, attn_bias or
+ * rope parameters are invalid; out may still be NULL, and the position-bias
+ * parameters are not checked (only ab_attention_job resolves them).
+ * Allocates nothing. */
 AB_API double ab_attention_flops(const struct ab_attn_params *p);
 
 #ifdef __cplusplus

@@ -19,12 +19,8 @@
 
 #if defined(__GNUC__)
 #define AB__PRINTF(a, b) __attribute__((format(printf, a, b)))
-#define AB__LIKELY(x) __builtin_expect(!!(x), 1)
-#define AB__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define AB__PRINTF(a, b)
-#define AB__LIKELY(x) (x)
-#define AB__UNLIKELY(x) (x)
 #endif
 
 /* ---- allocation (through the ab_set_allocator hook) ---------------- */
@@ -63,7 +59,8 @@ float ab__load_f32(const void *base, int32_t dtype, int64_t idx);
 /* Offset in elements of a multi-index (idx has t->ndim entries). */
 int64_t ab__tensor_offset(const struct ab_tensor *t, const int64_t *idx);
 /* Validate a tensor descriptor: non-NULL data, float dtype (or int32 when
- * allow_int), rank 1..4, dims >= 1, strides >= 0, extent fits. */
+ * allow_int), rank 1..4, dims >= 1, strides >= 0, extent fits, and the
+ * byte size of the tensor and of a float32 copy fit in int64 and size_t. */
 enum ab_status ab__check_tensor(const struct ab_tensor *t, const char *name,
                                 int allow_int);
 

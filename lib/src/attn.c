@@ -28,10 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Query offsets beyond this magnitude are rejected, and windows are
- * clamped below it, so position arithmetic never overflows int64. */
+/* Query offsets beyond this magnitude are rejected, so position arithmetic
+ * (q_offset + row, distances to keys) never overflows int64; windows of any
+ * size are safe in ab__visible_keys. */
 #define POS_LIMIT ((int64_t)1 << 40)
-#define WIN_CLAMP ((int64_t)1 << 50)
 
 /* Slack after each head's distance table: padded rows of a block extend the
  * last row's pointer by up to AB__ATTN_ROW_PAD - 1 entries. */
@@ -216,8 +216,8 @@ static enum ab_status attn_check(const struct ab_attn_params *p,
     return ab__fail(AB_STATUS_INVALID_ARG, "window",
                     "window right %lld must be >= 0, or -1 for unbounded",
                     (long long)p->window_right);
-  s->wl = p->window_left < 0 ? -1 : ab__min64(p->window_left, WIN_CLAMP);
-  s->wr = p->window_right < 0 ? -1 : ab__min64(p->window_right, WIN_CLAMP);
+  s->wl = p->window_left;
+  s->wr = p->window_right;
   s->causal = p->causal != 0;
   if (p->kv_lens)
     for (n = 0; n < s->B; n++)
@@ -285,22 +285,6 @@ static enum ab_status attn_check(const struct ab_attn_params *p,
   return AB_STATUS_OK;
 }
 
-/* Keys [lo, hi) visible from query position pq (causal, window, kv_len). */
-static void row_range(int64_t pq, int64_t kvlen, int causal, int64_t wl,
-                      int64_t wr, int64_t *lo, int64_t *hi)
-{
-  int64_t a = 0, z = kvlen;
-
-  if (wl >= 0 && pq - wl > a)
-    a = pq - wl;
-  if (causal && pq + 1 < z)
-    z = pq + 1;
-  if (wr >= 0 && pq + wr + 1 < z)
-    z = pq + wr + 1;
-  *lo = a;
-  *hi = z > a ? z : a;
-}
-
 /* Visible (query, key) pairs of one batch entry and one head. */
 static double visible_pairs(const struct attn_shape *s, int64_t kvlen)
 {
@@ -308,7 +292,8 @@ static double visible_pairs(const struct attn_shape *s, int64_t kvlen)
   int64_t r, lo, hi;
 
   for (r = 0; r < s->Nq; r++) {
-    row_range(s->q_offset + r, kvlen, s->causal, s->wl, s->wr, &lo, &hi);
+    ab__visible_keys(s->q_offset + r, kvlen, s->causal, s->wl, s->wr, &lo,
+                     &hi);
     sum += (double)(hi - lo);
   }
   return sum;
@@ -342,7 +327,6 @@ double ab_attention_flops(const struct ab_attn_params *p)
 struct attn_ctx {
   struct attn_shape s;
   const struct ab__kernels *kern;
-  enum ab_layout layout;
   float qscale, softcap;
   const int32_t *kv_lens;
   /* q as read by the pieces: any dtype, strides s.qst (or a RoPE copy) */
@@ -354,8 +338,8 @@ struct attn_ctx {
   int64_t kst[3], vst[3];
   float *q_own, *k_own, *v_own;
   /* position bias */
-  struct ab__bias bias;
-  int bias_resolved, fire;
+  struct ab__bias bias; /* all zero (method none) when p->bias is NULL */
+  int fire;
   float *rel;          /* [Hq][rel_stride] by distance, or NULL */
   int64_t rel_stride, rel_u0;
   /* attn_bias */
@@ -384,8 +368,7 @@ static void attn_destroy(struct ab_job *job)
   ab__free_aligned(c->v_own);
   ab__free_aligned(c->rel);
   ab__free(c->order);
-  if (c->bias_resolved)
-    ab__bias_release(&c->bias);
+  ab__bias_release(&c->bias); /* a no-op on the zeroed struct */
 }
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -446,12 +429,37 @@ static enum ab_status copy_bhsd(const struct ab_tensor *t, const int64_t sh[4],
   return AB_STATUS_OK;
 }
 
+/* k or v as the pieces read it, [B, Hkv, Nk, dim] with strides st4:
+ * in place when float32 with unit inner stride, else a float32 copy in
+ * *own (freed with the job).  Sets *data and the (b, h, j) strides st3. */
+static enum ab_status kv_view(const struct ab_tensor *t,
+                              const struct attn_shape *s, const int64_t st4[4],
+                              int64_t dim, const char *name, const float **data,
+                              int64_t st3[3], float **own)
+{
+  const int64_t sh[4] = {s->B, s->Hkv, s->Nk, dim};
+  enum ab_status st;
+
+  if (t->dtype == AB_DTYPE_F32 && st4[3] == 1) {
+    *data = t->data;
+    st3[0] = st4[0], st3[1] = st4[1], st3[2] = st4[2];
+    return AB_STATUS_OK;
+  }
+  if ((st = copy_bhsd(t, sh, st4, name, own, st3)) != AB_STATUS_OK)
+    return st;
+  *data = *own;
+  return AB_STATUS_OK;
+}
+
 /* RoPE positions [n_axes, n]: the caller's, or pos0 + t on every axis. */
 static int64_t *default_positions(int axes, int64_t n, int64_t pos0)
 {
-  int64_t *pos = ab__malloc((size_t)axes * (size_t)n * sizeof *pos), t;
+  int64_t *pos, t;
   int a;
 
+  if ((uint64_t)n > SIZE_MAX / sizeof *pos / (size_t)axes)
+    return NULL;
+  pos = ab__malloc((size_t)axes * (size_t)n * sizeof *pos);
   if (pos)
     for (a = 0; a < axes; a++)
       for (t = 0; t < n; t++)
@@ -483,13 +491,14 @@ static enum ab_status apply_rope(struct attn_ctx *c,
     goto done;
   }
   if (seq_len == 0) {
-    /* Default length for dynamic/longrope scaling: max position + 1. */
+    /* Default length for dynamic/longrope scaling: max position + 1 (at
+     * least 1; the caller's positions may be anything, even INT64_MAX). */
     int64_t mx = 0;
     for (t = 0; t < (int64_t)axes * s->Nq; t++)
-      mx = ab__max64(mx, qpos[t] + 1);
+      mx = ab__max64(mx, qpos[t]);
     for (t = 0; t < (int64_t)axes * s->Nk; t++)
-      mx = ab__max64(mx, kpos[t] + 1);
-    seq_len = ab__max64(mx, 1);
+      mx = ab__max64(mx, kpos[t]);
+    seq_len = mx < INT64_MAX ? mx + 1 : INT64_MAX;
   }
   if ((st = ab_rope_apply(p->rope, seq_len, p->q, p->layout, qpos, 0,
                           c->q_own)) != AB_STATUS_OK ||
@@ -620,7 +629,8 @@ static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
       int64_t jlo = INT64_MAX, jhi = INT64_MIN, r, lo, hi;
       double width;
       for (r = r0; r < r0 + bq; r++) {
-        row_range(s->q_offset + r, kvlen, s->causal, s->wl, s->wr, &lo, &hi);
+        ab__visible_keys(s->q_offset + r, kvlen, s->causal, s->wl, s->wr,
+                         &lo, &hi);
         if (hi > lo) {
           jlo = ab__min64(jlo, lo);
           jhi = ab__max64(jhi, hi);
@@ -681,7 +691,6 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
   c = job->ctx;
   c->s = s;
   c->kern = t && t->kernels ? t->kernels : ab__kernels();
-  c->layout = p->layout;
   c->softcap = (float)p->softcap;
   /* Fold the scale (and 1/softcap, so the kernel takes tanh of q.k) into
    * the gathered queries: one multiply per query element instead of one
@@ -702,7 +711,6 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
 
   /* Position bias: resolve once for Hq heads. */
   if (p->bias) {
-    c->bias_resolved = 1;
     if ((st = ab__bias_resolve(p->bias, s.Hq, &c->bias)) != AB_STATUS_OK) {
       st = prefix_error(st, "bias");
       goto fail;
@@ -742,29 +750,14 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
   c->q = p->q->data;
   c->q_dtype = p->q->dtype;
   memcpy(c->qst, s.qst, sizeof c->qst);
-  if (p->rope) {
-    if ((st = apply_rope(c, p)) != AB_STATUS_OK)
-      goto fail;
-  } else if (p->k->dtype == AB_DTYPE_F32 && s.kst[3] == 1) {
-    c->k = p->k->data;
-    c->kst[0] = s.kst[0], c->kst[1] = s.kst[1], c->kst[2] = s.kst[2];
-  } else {
-    int64_t sh[4] = {s.B, s.Hkv, s.Nk, s.D};
-    if ((st = copy_bhsd(p->k, sh, s.kst, "k", &c->k_own, c->kst)) !=
-        AB_STATUS_OK)
-      goto fail;
-    c->k = c->k_own;
-  }
-  if (p->v->dtype == AB_DTYPE_F32 && s.vst[3] == 1) {
-    c->v = p->v->data;
-    c->vst[0] = s.vst[0], c->vst[1] = s.vst[1], c->vst[2] = s.vst[2];
-  } else {
-    int64_t sh[4] = {s.B, s.Hkv, s.Nk, s.Dv};
-    if ((st = copy_bhsd(p->v, sh, s.vst, "v", &c->v_own, c->vst)) !=
-        AB_STATUS_OK)
-      goto fail;
-    c->v = c->v_own;
-  }
+  if (p->rope)
+    st = apply_rope(c, p);
+  else
+    st = kv_view(p->k, &s, s.kst, s.D, "k", &c->k, c->kst, &c->k_own);
+  if (st == AB_STATUS_OK)
+    st = kv_view(p->v, &s, s.vst, s.Dv, "v", &c->v, c->vst, &c->v_own);
+  if (st != AB_STATUS_OK)
+    goto fail;
 
   if ((st = plan_pieces(c, max_rows, &npieces)) != AB_STATUS_OK)
     goto fail;
@@ -977,8 +970,8 @@ static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
   bl.jlo = INT64_MAX, bl.jhi = INT64_MIN;
   bl.flo = INT64_MIN, bl.fhi = INT64_MAX;
   for (i = 0; i < bl.m; i++) {
-    row_range(s->q_offset + row_pos(&bl, i), kvlen, s->causal, s->wl, s->wr,
-              &bl.lo64[i], &bl.hi64[i]);
+    ab__visible_keys(s->q_offset + row_pos(&bl, i), kvlen, s->causal, s->wl,
+                     s->wr, &bl.lo64[i], &bl.hi64[i]);
     if (bl.hi64[i] > bl.lo64[i]) {
       bl.jlo = ab__min64(bl.jlo, bl.lo64[i]);
       bl.jhi = ab__max64(bl.jhi, bl.hi64[i]);

@@ -74,20 +74,26 @@ void ab__bias_row(const struct ab__bias *b, int64_t h, int64_t pq, int64_t j0,
 /* T5 bucket of rel = key - query for a resolved T5 bias (lookup table). */
 int32_t ab__t5_bucket_of(const struct ab__bias *b, int64_t rel);
 
-/* The mask predicate shared by tables and attention: 1 when key j is
- * visible from query position pq under causal/window (kv_lens aside).
- * Written with pq - j and j - pq so that huge window values cannot
- * overflow (positions themselves stay within +-2^62). */
-static inline int ab__visible(int64_t pq, int64_t j, int causal,
-                              int64_t wl, int64_t wr)
+/* The mask shared by bias tables and attention: the keys j in [0, k_len)
+ * visible from query position pq under causal and the window [wl, wr]
+ * (-1 unbounded) form one run, returned as [*lo, *hi) (empty: *lo == *hi).
+ * kv_lens enter as k_len.  The comparisons are written as differences
+ * (pq - 0 > wl, (k_len - 1) - pq > wr) so that windows up to INT64_MAX
+ * cannot overflow while positions and lengths stay within +-2^62. */
+static inline void ab__visible_keys(int64_t pq, int64_t k_len, int causal,
+                                    int64_t wl, int64_t wr, int64_t *lo,
+                                    int64_t *hi)
 {
-  if (causal && j > pq)
-    return 0;
-  if (wl >= 0 && pq - j > wl)
-    return 0;
-  if (wr >= 0 && j - pq > wr)
-    return 0;
-  return 1;
+  int64_t a = 0, z = k_len; /* [a, z) */
+
+  if (causal && pq < z - 1)
+    z = pq + 1;
+  if (wl >= 0 && pq > wl)
+    a = pq - wl;
+  if (wr >= 0 && z - 1 - pq > wr)
+    z = pq + wr + 1;
+  *lo = a;
+  *hi = z > a ? z : a;
 }
 
 #endif /* AB_BIAS_INTERNAL_H */

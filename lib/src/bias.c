@@ -59,24 +59,14 @@ void ab_bias_params_init(struct ab_bias_params *p)
 {
   if (!p)
     return;
-  memset(p, 0, sizeof *p);
-  p->method = AB_BIAS_NONE;
-  p->num_heads = 0;
+  memset(p, 0, sizeof *p); /* method none; every pointer NULL, eps 0 */
   p->max_bias = 8.0;
-  p->slopes = NULL;
-  p->table = NULL;
   p->bidirectional = 1;
   p->max_distance = 128;
   /* FIRE's c and L have no default (the client passes them): NaN marks
    * them absent so that forgetting one is an error, not a silent value. */
   p->c = NAN;
   p->L = NAN;
-  p->eps = 0.0;
-  p->n_layers = 0;
-  p->layers = NULL;
-  p->kerple_power = 0;
-  p->r1 = NULL;
-  p->r2 = NULL;
 }
 
 void ab_geometry_init(struct ab_geometry *g, int64_t q_len, int64_t k_len)
@@ -180,39 +170,45 @@ static int64_t t5_mag_bucket(int64_t n, int64_t nbd, int64_t md)
   return max_exact + (int64_t)r;
 }
 
+/* T5's split of rel = key - query into a bucket offset (0, or nbd for keys
+ * after the query of a bidirectional table) and the distance n >= 0 bucketed
+ * within that direction's *nbd buckets; causal tables put every key after
+ * the query at distance 0.  rel > INT64_MIN (negating it cannot overflow). */
+static int64_t t5_split(int64_t rel, int64_t num_buckets, int bidirectional,
+                        int64_t *nbd, int64_t *n)
+{
+  if (!bidirectional) {
+    *nbd = num_buckets;
+    *n = rel < 0 ? -rel : 0;
+    return 0;
+  }
+  *nbd = num_buckets / 2;
+  *n = rel < 0 ? -rel : rel;
+  return rel > 0 ? *nbd : 0;
+}
+
 int32_t ab_t5_bucket(int64_t rel, int64_t num_buckets, int bidirectional,
                      int64_t max_distance)
 {
-  int64_t nbd = num_buckets, ret = 0, n;
+  int64_t nbd, n, ret;
 
-  if (num_buckets < 1 || num_buckets > T5_MAX_BUCKETS ||
-      (bidirectional ? num_buckets / 4 : num_buckets / 2) < 1 ||
-      max_distance <= (bidirectional ? num_buckets / 4 : num_buckets / 2) ||
-      rel < -INT64_MAX)
-    return -1; /* outside ab_t5_check's contract */
-  if (bidirectional) {
-    nbd = num_buckets / 2;
-    if (rel > 0)
-      ret = nbd;
-    n = rel < 0 ? -rel : rel;
-  } else {
-    n = rel < 0 ? -rel : 0; /* keys after the query share bucket 0 */
+  if (ab_t5_check(num_buckets, bidirectional, max_distance) != AB_STATUS_OK)
+    return -1;
+  if (rel < -INT64_MAX) {
+    ab__fail(AB_STATUS_OUT_OF_RANGE, "rel", "rel %lld has no distance in "
+             "int64", (long long)rel);
+    return -1;
   }
+  ret = t5_split(rel, num_buckets, bidirectional, &nbd, &n);
   return (int32_t)(ret + t5_mag_bucket(n, nbd, max_distance));
 }
 
 int32_t ab__t5_bucket_of(const struct ab__bias *b, int64_t rel)
 {
-  int64_t nbd = b->t5_bidirectional ? b->t5_buckets / 2 : b->t5_buckets;
-  int64_t ret = 0, n, mb;
+  int64_t nbd, n, mb;
+  const int64_t ret = t5_split(rel, b->t5_buckets, b->t5_bidirectional, &nbd,
+                               &n);
 
-  if (b->t5_bidirectional) {
-    if (rel > 0)
-      ret = nbd;
-    n = rel < 0 ? -rel : rel;
-  } else {
-    n = rel < 0 ? -rel : 0;
-  }
   if (n < b->t5_lut_n)
     mb = b->t5_lut[n];
   else if (b->t5_saturated)
@@ -553,26 +549,13 @@ static enum ab_status resolve_t5(const struct ab_bias_params *p,
   return AB_STATUS_OK;
 }
 
-enum ab_status ab__bias_resolve(const struct ab_bias_params *p,
-                                int64_t num_heads, struct ab__bias *out)
+/* ab__bias_resolve after validation: p is valid for H heads and out is
+ * zeroed.  Allocates; out owns everything it points to. */
+static enum ab_status resolve_checked(const struct ab_bias_params *p,
+                                      int64_t H, struct ab__bias *out)
 {
-  struct ab_bias_params none;
   enum ab_status st;
-  int64_t H = num_heads;
 
-  if (!out)
-    return ab__fail(AB_STATUS_INVALID_ARG, "bias", "output struct is NULL");
-  memset(out, 0, sizeof *out);
-  if (!p) {
-    ab_bias_params_init(&none);
-    p = &none;
-  }
-  if (p->num_heads != 0 && p->num_heads != num_heads)
-    return ab__fail(AB_STATUS_INVALID_ARG, "num_heads",
-                    "num_heads %lld differs from the %lld query heads",
-                    (long long)p->num_heads, (long long)num_heads);
-  if ((st = check_params(p, H)) != AB_STATUS_OK)
-    return st;
   out->method = p->method;
   out->num_heads = H;
   switch (p->method) {
@@ -605,6 +588,28 @@ enum ab_status ab__bias_resolve(const struct ab_bias_params *p,
     break;
   }
   return AB_STATUS_OK;
+}
+
+enum ab_status ab__bias_resolve(const struct ab_bias_params *p,
+                                int64_t num_heads, struct ab__bias *out)
+{
+  struct ab_bias_params none;
+  enum ab_status st;
+
+  if (!out)
+    return ab__fail(AB_STATUS_INVALID_ARG, "bias", "output struct is NULL");
+  memset(out, 0, sizeof *out);
+  if (!p) {
+    ab_bias_params_init(&none);
+    p = &none;
+  }
+  if (p->num_heads != 0 && p->num_heads != num_heads)
+    return ab__fail(AB_STATUS_INVALID_ARG, "num_heads",
+                    "num_heads %lld differs from the %lld query heads",
+                    (long long)p->num_heads, (long long)num_heads);
+  if ((st = check_params(p, num_heads)) != AB_STATUS_OK)
+    return st;
+  return resolve_checked(p, num_heads, out);
 }
 
 void ab__bias_release(struct ab__bias *b)
@@ -763,7 +768,7 @@ void ab__bias_row(const struct ab__bias *b, int64_t h, int64_t pq, int64_t j0,
     return;
   switch (b->method) {
   case AB_BIAS_ALIBI:
-    ab__kernels()->bias.alibi_row(out, n, pq - j0, b->slopes[h]);
+    ab__kernels()->bias.table_alibi(out, n, pq - j0, b->slopes[h], 0);
     return;
   case AB_BIAS_T5:
   case AB_BIAS_KERPLE:
@@ -814,21 +819,14 @@ struct table_ctx {
   int stream;
 };
 
-/* Visible keys of p_q: the contiguous run [*lo, *hi] (empty when lo > hi),
- * the closed form of ab__visible over j in [0, k_len). */
+/* Visible keys of p_q as the inclusive run [*lo, *hi] (empty when
+ * lo > hi), the form the row writers use. */
 static void visible_run(const struct ab_geometry *g, int64_t pq, int64_t *lo,
                         int64_t *hi)
 {
-  int64_t a = 0, z = g->k_len - 1;
-
-  if (g->causal && pq < z)
-    z = pq;
-  if (g->window_left >= 0 && pq - a > g->window_left)
-    a = pq - g->window_left;
-  if (g->window_right >= 0 && z - pq > g->window_right)
-    z = pq + g->window_right;
-  *lo = a;
-  *hi = z;
+  ab__visible_keys(pq, g->k_len, g->causal, g->window_left, g->window_right,
+                   lo, hi);
+  *hi -= 1;
 }
 
 /* One head's row for every method but FIRE: -inf outside the visible run,
@@ -994,8 +992,8 @@ enum ab_status ab_bias_table_job(const struct ab_bias_params *p,
     return st;
   jb->run = table_run;
   jb->destroy = table_destroy;
-  c = jb->ctx;
-  if ((st = ab__bias_resolve(p, H, &c->b)) != AB_STATUS_OK ||
+  c = jb->ctx; /* zeroed, as resolve_checked wants it */
+  if ((st = resolve_checked(p, H, &c->b)) != AB_STATUS_OK ||
       (st = ab__bias_prepare(&c->b, g)) != AB_STATUS_OK) {
     ab_job_free(jb);
     return st;

@@ -258,8 +258,10 @@ enum ab_status ab_convert(void *dst, enum ab_dtype dst_dtype, const void *src,
   if (!is_float_dtype((int32_t)dst_dtype) ||
       !is_float_dtype((int32_t)src_dtype))
     return ab__fail(AB_STATUS_BAD_DTYPE, "dtype",
-                    "conversion %d -> %d is not between float dtypes",
-                    (int)src_dtype, (int)dst_dtype);
+                    "conversion %s (%d) -> %s (%d) is not between float "
+                    "dtypes",
+                    ab_dtype_name(src_dtype), (int)src_dtype,
+                    ab_dtype_name(dst_dtype), (int)dst_dtype);
   if (n == 0)
     return AB_STATUS_OK;
   if (!dst || !src)
@@ -353,6 +355,8 @@ int ab_tensor_is_contiguous(const struct ab_tensor *t)
   int64_t s = 1;
   int i;
 
+  if (!t || t->ndim < 1 || t->ndim > AB_MAX_DIMS)
+    return 0;
   for (i = t->ndim - 1; i >= 0; i--) {
     if (t->shape[i] != 1 && t->stride[i] != s)
       return 0;
@@ -374,7 +378,8 @@ int64_t ab__tensor_offset(const struct ab_tensor *t, const int64_t *idx)
 enum ab_status ab__check_tensor(const struct ab_tensor *t, const char *name,
                                 int allow_int)
 {
-  int64_t extent = 0, term;
+  int64_t extent = 0, term, n;
+  size_t esz;
   int i;
 
   if (!t)
@@ -391,16 +396,28 @@ enum ab_status ab__check_tensor(const struct ab_tensor *t, const char *name,
                       "%s dimension %d is %lld; every dimension must be >= 1",
                       name, i, (long long)t->shape[i]);
     if (t->stride[i] < 0)
-      return ab__fail(AB_STATUS_BAD_SHAPE, name, "%s stride %d is negative",
-                      name, i);
+      return ab__fail(AB_STATUS_BAD_SHAPE, name,
+                      "%s stride %d is %lld; strides must be >= 0", name, i,
+                      (long long)t->stride[i]);
     if (ab_mul_overflow(t->shape[i] - 1, t->stride[i], &term) ||
         extent > INT64_MAX - term)
       return ab__fail(AB_STATUS_OVERFLOW, name, "%s extent overflows", name);
     extent += term;
   }
-  if (ab_tensor_numel(t) < 0)
-    return ab__fail(AB_STATUS_OVERFLOW, name, "%s element count overflows",
-                    name);
+  /* The elements span extent + 1 of them, whose bytes must be addressable
+   * (overlap checks compute them).  The element count times the larger of
+   * the element size and a float32 copy's must fit in int64 and size_t, so
+   * no caller needs to check its own size products. */
+  esz = ab_dtype_size((enum ab_dtype)t->dtype);
+  if ((uint64_t)extent >= SIZE_MAX / esz)
+    return ab__fail(AB_STATUS_OVERFLOW, name, "%s extent overflows", name);
+  if (esz < sizeof(float))
+    esz = sizeof(float);
+  n = ab_tensor_numel(t);
+  if (n < 0 || (uint64_t)n > (uint64_t)INT64_MAX / esz ||
+      (uint64_t)n > SIZE_MAX / esz)
+    return ab__fail(AB_STATUS_OVERFLOW, name,
+                    "%s's element count or byte size overflows", name);
   if (!t->data)
     return ab__fail(AB_STATUS_INVALID_ARG, name, "%s has no data", name);
   return AB_STATUS_OK;

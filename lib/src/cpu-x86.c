@@ -9,12 +9,17 @@ int ab__cpu_has_avx2_fma(void)
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+/* Every extension the avx512 files are built with (Makefile ISA_avx512),
+ * since the compiler may use any of them there: the attention kernels call
+ * AVX512DQ's and/or on zmm outright, so F alone (Knights Landing) is not
+ * enough. */
 int ab__cpu_has_avx512(void)
 {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") &&
          __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && ab__cpu_has_avx2_fma();
+         __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq") && ab__cpu_has_avx2_fma();
 }
 #else
 int ab__cpu_has_avx2_fma(void) { return 0; }

@@ -20,14 +20,9 @@ void ab_encoding_params_init(struct ab_encoding_params *p)
 {
   if (!p)
     return;
-  memset(p, 0, sizeof *p);
-  p->method = AB_ENC_SINUSOIDAL;
-  p->dim = 0;
+  memset(p, 0, sizeof *p); /* sinusoidal, interleaved, dim 0, no table */
   p->base = 10000.0;
-  p->layout = AB_SIN_INTERLEAVED;
   p->normalize = 1.0;
-  p->table = NULL;
-  p->offset = 0;
 }
 
 /* ==== validation ======================================================== */
@@ -63,18 +58,24 @@ static enum ab_status check_sinusoidal(const struct ab_encoding_params *p)
   return AB_STATUS_OK;
 }
 
+/* The argument name of position t ("positions.<t>"), written into buf. */
+static const char *pos_arg(char buf[48], int64_t t)
+{
+  snprintf(buf, 48, "positions.%lld", (long long)t);
+  return buf;
+}
+
 /* Integral position as int64, or a recorded error naming positions.<t>. */
 static enum ab_status integral_position(double v, int64_t t, int64_t *out)
 {
   char arg[48];
 
-  snprintf(arg, sizeof arg, "positions.%lld", (long long)t);
   if (!isfinite(v) || v != floor(v))
-    return ab__fail(AB_STATUS_INVALID_ARG, arg,
+    return ab__fail(AB_STATUS_INVALID_ARG, pos_arg(arg, t),
                     "position %g must be a finite integer for this method",
                     v);
   if (fabs(v) > POS_LIMIT)
-    return ab__fail(AB_STATUS_OUT_OF_RANGE, arg,
+    return ab__fail(AB_STATUS_OUT_OF_RANGE, pos_arg(arg, t),
                     "position %g is outside +-2^62", v);
   *out = (int64_t)v;
   return AB_STATUS_OK;
@@ -93,34 +94,28 @@ static enum ab_status check_positions(const struct ab_encoding_params *p,
     switch (p->method) {
     case AB_ENC_SINUSOIDAL:
     case AB_ENC_INTEGER:
-      if (!isfinite(v)) {
-        snprintf(arg, sizeof arg, "positions.%lld", (long long)t);
-        return ab__fail(AB_STATUS_INVALID_ARG, arg,
+      if (!isfinite(v))
+        return ab__fail(AB_STATUS_INVALID_ARG, pos_arg(arg, t),
                         "position %g is not finite", v);
-      }
       break;
     case AB_ENC_LEARNED:
       if ((st = integral_position(v, t, &ip)) != AB_STATUS_OK)
         return st;
       if (__builtin_add_overflow(ip, p->offset, &row) || row < 0 ||
-          row >= table_rows) {
-        snprintf(arg, sizeof arg, "positions.%lld", (long long)t);
-        return ab__fail(AB_STATUS_OUT_OF_RANGE, arg,
+          row >= table_rows)
+        return ab__fail(AB_STATUS_OUT_OF_RANGE, pos_arg(arg, t),
                         "position %lld + offset %lld is outside the table's "
                         "rows 0..%lld",
                         (long long)ip, (long long)p->offset,
                         (long long)table_rows - 1);
-      }
       break;
     case AB_ENC_BINARY:
       if ((st = integral_position(v, t, &ip)) != AB_STATUS_OK)
         return st;
-      if (ip < 0) {
-        snprintf(arg, sizeof arg, "positions.%lld", (long long)t);
-        return ab__fail(AB_STATUS_OUT_OF_RANGE, arg,
+      if (ip < 0)
+        return ab__fail(AB_STATUS_OUT_OF_RANGE, pos_arg(arg, t),
                         "position %lld must be >= 0 for the binary encoding",
                         (long long)ip);
-      }
       break;
     }
   }
@@ -303,7 +298,7 @@ enum ab_status ab_encoding(const struct ab_encoding_params *p,
 struct enc_job {
   struct ab_encoding_params p;
   const double *positions;
-  int64_t n, dim, rows, rows_per_piece;
+  int64_t n, rows, rows_per_piece; /* n positions; rows of out */
   const struct ab_tensor *x; /* NULL: out is the encoding itself */
   float *out;
 };
@@ -320,12 +315,12 @@ static enum ab_status enc_run(const struct ab_job *job, int64_t piece,
   int64_t r1 = ab__min64(r0 + ej->rows_per_piece, ej->rows), r, c;
 
   if (!x) {
-    fill_rows(&ej->p, ej->positions, r0, r1, ej->out + r0 * ej->dim);
+    fill_rows(&ej->p, ej->positions, r0, r1, ej->out + r0 * ej->p.dim);
     return AB_STATUS_OK;
   }
   for (r = r0; r < r1; r++) {
     int64_t idx[AB_MAX_DIMS] = {0, 0, 0, 0}, rem = r, off;
-    float *o = ej->out + r * ej->dim, *enc = scratch;
+    float *o = ej->out + r * ej->p.dim, *enc = scratch;
     int d;
 
     /* Multi-index of row r over x's leading dims (the last is channels). */
@@ -335,7 +330,7 @@ static enum ab_status enc_run(const struct ab_job *job, int64_t piece,
     }
     off = ab__tensor_offset(x, idx);
     fill_rows(&ej->p, ej->positions, r % ej->n, r % ej->n + 1, enc);
-    for (c = 0; c < ej->dim; c++)
+    for (c = 0; c < ej->p.dim; c++)
       o[c] = ab__load_f32(x->data, x->dtype,
                           off + c * x->stride[x->ndim - 1]) + enc[c];
   }
@@ -359,13 +354,17 @@ enum ab_status ab_encoding_job(const struct ab_encoding_params *p,
   if (x) {
     if ((st = ab__check_tensor(x, "x", 0)) != AB_STATUS_OK)
       return st;
-    if (x->ndim < 2 || x->shape[x->ndim - 1] != p->dim ||
-        x->shape[x->ndim - 2] != n)
+    if (x->ndim < 2)
       return ab__fail(AB_STATUS_BAD_SHAPE, "x",
-                      "x must end in [n, dim] = [%lld, %lld]; its last "
-                      "dimension is %lld",
-                      (long long)n, (long long)p->dim,
-                      (long long)x->shape[x->ndim - 1]);
+                      "x has rank %d; it must end in [n, dim] = [%lld, %lld]",
+                      (int)x->ndim, (long long)n, (long long)p->dim);
+    if (x->shape[x->ndim - 1] != p->dim || x->shape[x->ndim - 2] != n)
+      return ab__fail(AB_STATUS_BAD_SHAPE, "x",
+                      "x ends in [%lld, %lld]; it must end in [n, dim] = "
+                      "[%lld, %lld]",
+                      (long long)x->shape[x->ndim - 2],
+                      (long long)x->shape[x->ndim - 1], (long long)n,
+                      (long long)p->dim);
     rows = ab_tensor_numel(x) / p->dim;
   }
   if ((st = ab__job_new(sizeof *ej, job)) != AB_STATUS_OK)
@@ -374,7 +373,6 @@ enum ab_status ab_encoding_job(const struct ab_encoding_params *p,
   ej->p = *p;
   ej->positions = positions;
   ej->n = n;
-  ej->dim = p->dim;
   ej->rows = rows;
   ej->x = x;
   ej->out = out;

@@ -236,29 +236,57 @@ static enum ab_status check_sections(const struct ab_rope_params *p,
   return AB_STATUS_OK;
 }
 
+/* YaRN and LongRoPE: the original context length and the scaling factor.
+ * An explicit factor wins; only when it is absent is it the ratio of the
+ * two lengths (spec/README.md). */
+static enum ab_status check_orig_factor(const struct ab_rope_params *p,
+                                        struct rope_plan *pl)
+{
+  const char *name = ab_rope_type_name(p->rope_type);
+
+  pl->orig = orig_len(p);
+  if (pl->orig <= 0)
+    return ab__fail(AB_STATUS_INVALID_ARG,
+                    "rope_scaling.original_max_position_embeddings",
+                    "%s needs rope_scaling.original_max_position_embeddings "
+                    "(or max_position_embeddings)",
+                    name);
+  if (p->factor < 0 && p->max_position_embeddings <= 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.factor",
+                    "%s needs rope_scaling.factor, or max_position_embeddings "
+                    "with original_max_position_embeddings",
+                    name);
+  return check_factor(p, 0,
+                      (double)p->max_position_embeddings / (double)pl->orig,
+                      &pl->factor);
+}
+
+/* YaRN and LongRoPE: rope_scaling.attention_factor, when given (>= 0, or
+ * NaN to be refused), overrides the method's own; *given says whether it
+ * was, and pl->attention holds it then. */
+static enum ab_status check_attention_factor(const struct ab_rope_params *p,
+                                             struct rope_plan *pl, int *given)
+{
+  *given = p->attention_factor >= 0 || isnan(p->attention_factor);
+  if (!*given)
+    return AB_STATUS_OK;
+  if (!positive(p->attention_factor))
+    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.attention_factor",
+                    "rope_scaling.attention_factor %g must be positive",
+                    p->attention_factor);
+  pl->attention = p->attention_factor;
+  return AB_STATUS_OK;
+}
+
 static enum ab_status check_yarn(const struct ab_rope_params *p,
                                  struct rope_plan *pl)
 {
   double fast = p->beta_fast, slow = p->beta_slow, d = (double)pl->rotary_dim;
   double lo, hi;
   enum ab_status st;
+  int given;
 
-  pl->orig = orig_len(p);
-  if (pl->orig <= 0)
-    return ab__fail(AB_STATUS_INVALID_ARG,
-                    "rope_scaling.original_max_position_embeddings",
-                    "yarn needs rope_scaling.original_max_position_embeddings "
-                    "(or max_position_embeddings)");
-  /* An explicit factor wins; only when it is absent is it the ratio of the
-   * two lengths (spec/README.md). */
-  if (p->factor < 0 && p->max_position_embeddings <= 0)
-    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.factor",
-                    "yarn needs rope_scaling.factor, or max_position_embeddings "
-                    "with original_max_position_embeddings");
-  st = check_factor(p, 0,
-                    (double)p->max_position_embeddings / (double)pl->orig,
-                    &pl->factor);
-  if (st)
+  if ((st = check_orig_factor(p, pl)) != AB_STATUS_OK)
     return st;
   if (!(pl->theta > 1.0))
     return ab__fail(AB_STATUS_INVALID_ARG, "rope_theta",
@@ -289,25 +317,21 @@ static enum ab_status check_yarn(const struct ab_rope_params *p,
   pl->yarn_low = lo;
   pl->yarn_high = hi;
 
-  if (p->attention_factor >= 0 || isnan(p->attention_factor)) {
-    if (!positive(p->attention_factor))
-      return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.attention_factor",
-                      "rope_scaling.attention_factor %g must be positive",
-                      p->attention_factor);
-    pl->attention = p->attention_factor;
-  } else if (positive(p->mscale) && positive(p->mscale_all_dim)) {
+  if ((st = check_attention_factor(p, pl, &given)) != AB_STATUS_OK || given)
+    return st;
+  if (positive(p->mscale) && positive(p->mscale_all_dim)) {
     /* DeepSeek-V2/V3: the ratio form (1 when both are equal). */
     pl->attention = yarn_mscale(pl->factor, p->mscale) /
                     yarn_mscale(pl->factor, p->mscale_all_dim);
-  } else {
-    if (isnan(p->mscale) || isnan(p->mscale_all_dim))
-      return ab__fail(AB_STATUS_INVALID_ARG,
-                      isnan(p->mscale) ? "rope_scaling.mscale"
-                                       : "rope_scaling.mscale_all_dim",
-                      "rope_scaling.%s is not a number",
-                      isnan(p->mscale) ? "mscale" : "mscale_all_dim");
-    pl->attention = yarn_mscale(pl->factor, 1.0);
+    return AB_STATUS_OK;
   }
+  if (isnan(p->mscale) || isnan(p->mscale_all_dim))
+    return ab__fail(AB_STATUS_INVALID_ARG,
+                    isnan(p->mscale) ? "rope_scaling.mscale"
+                                     : "rope_scaling.mscale_all_dim",
+                    "rope_scaling.%s is not a number",
+                    isnan(p->mscale) ? "mscale" : "mscale_all_dim");
+  pl->attention = yarn_mscale(pl->factor, 1.0);
   return AB_STATUS_OK;
 }
 
@@ -319,7 +343,7 @@ static enum ab_status check_longrope(const struct ab_rope_params *p,
   char arg[64];
   enum ab_status st;
   int64_t k;
-  int l;
+  int l, given;
 
   for (l = 0; l < 2; l++) {
     snprintf(arg, sizeof arg, "rope_scaling.%s", names[l]);
@@ -340,38 +364,21 @@ static enum ab_status check_longrope(const struct ab_rope_params *p,
   }
   pl->short_f = p->short_factor;
   pl->long_f = p->long_factor;
-  pl->orig = orig_len(p);
-  if (pl->orig <= 0)
+  if ((st = check_orig_factor(p, pl)) != AB_STATUS_OK)
+    return st;
+  if ((st = check_attention_factor(p, pl, &given)) != AB_STATUS_OK || given)
+    return st;
+  if (pl->factor <= 1.0) {
+    pl->attention = 1.0;
+    return AB_STATUS_OK;
+  }
+  if (pl->orig < 2)
     return ab__fail(AB_STATUS_INVALID_ARG,
                     "rope_scaling.original_max_position_embeddings",
-                    "longrope needs rope_scaling.original_max_position_"
-                    "embeddings (or max_position_embeddings)");
-  if (p->factor < 0 && p->max_position_embeddings <= 0)
-    return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.factor",
-                    "longrope needs rope_scaling.factor or "
-                    "max_position_embeddings");
-  st = check_factor(p, 0,
-                    (double)p->max_position_embeddings / (double)pl->orig,
-                    &pl->factor);
-  if (st)
-    return st;
-  if (p->attention_factor >= 0 || isnan(p->attention_factor)) {
-    if (!positive(p->attention_factor))
-      return ab__fail(AB_STATUS_INVALID_ARG, "rope_scaling.attention_factor",
-                      "rope_scaling.attention_factor %g must be positive",
-                      p->attention_factor);
-    pl->attention = p->attention_factor;
-  } else if (pl->factor <= 1.0) {
-    pl->attention = 1.0;
-  } else {
-    if (pl->orig < 2)
-      return ab__fail(AB_STATUS_INVALID_ARG,
-                      "rope_scaling.original_max_position_embeddings",
-                      "original_max_position_embeddings %lld must be >= 2 "
-                      "(the attention factor divides by its logarithm)",
-                      (long long)pl->orig);
-    pl->attention = sqrt(1.0 + log(pl->factor) / log((double)pl->orig));
-  }
+                    "original_max_position_embeddings %lld must be >= 2 "
+                    "(the attention factor divides by its logarithm)",
+                    (long long)pl->orig);
+  pl->attention = sqrt(1.0 + log(pl->factor) / log((double)pl->orig));
   return AB_STATUS_OK;
 }
 
@@ -591,9 +598,9 @@ static int pair_axis(const struct rope_plan *pl, int64_t j)
   return pl->n_sections - 1; /* unreachable: sections sum to half */
 }
 
-/* Per-pair constants for pairs [j0, j0 + cnt). */
+/* Per-pair constants for pairs [j0, j0 + cnt) (j0 is the caller's). */
 struct pair_chunk {
-  int64_t j0, cnt;
+  int64_t cnt;
   double inv[ROPE_CHUNK];
   double lnz[ROPE_CHUNK]; /* xpos: ln(zeta_j) */
   int axis[ROPE_CHUNK];
@@ -605,7 +612,6 @@ static void chunk_fill(const struct rope_plan *pl, int64_t j0,
   int64_t i, j;
   double r = (double)pl->rotary_dim;
 
-  ch->j0 = j0;
   ch->cnt = ab__min64(ROPE_CHUNK, pl->half - j0);
   for (i = 0; i < ch->cnt; i++) {
     j = j0 + i;
@@ -620,7 +626,8 @@ static void chunk_fill(const struct rope_plan *pl, int64_t j0,
 
 /* cos and sin of token t for the pairs of ch, with the attention factor and
  * (xPos) the decay zeta^(+-p/scale_base) folded in. */
-static void chunk_row(const struct rope_plan *pl, const struct ab__kernels *kern,
+static void chunk_row(const struct rope_plan *pl,
+                      const struct ab__kernels *kern,
                       const struct pair_chunk *ch, const int64_t *pos,
                       int64_t n, int64_t t, int is_key, double *theta,
                       float *c, float *s)

@@ -5,6 +5,7 @@
  * parity between ISAs is in test-attn-kernels.c. */
 #include "attn-internal.h"
 #include "attnbias.h"
+#include "test-util.h"
 #include "test.h"
 
 /* ==== float64 reference ================================================ */
@@ -1367,14 +1368,6 @@ TEST(attn_bias_fire_fused_vs_table)
 
 /* ==== errors =========================================================== */
 
-/* Status and argument name of a failing ab_attention. */
-#define CHECK_FAILS(p, status, argname)                                        \
-  do {                                                                         \
-    CHECK_EQ_I64(ab_attention(p), status);                                     \
-    CHECK_STR(ab_last_error()->arg, argname);                                  \
-    CHECK(ab_last_error()->msg[0] != 0);                                       \
-  } while (0)
-
 TEST(attn_errors_name_the_argument)
 {
   float q[2 * 3 * 4 * 8], k[2 * 2 * 5 * 8], v[2 * 2 * 5 * 8], out[2 * 3 * 4 * 8];
@@ -1395,7 +1388,7 @@ TEST(attn_errors_name_the_argument)
   p.q = &tq, p.k = &tk, p.v = &tv, p.out = out;
 
   /* Hq 3 is not a multiple of Hkv 2: the message names both. */
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "k");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "k");
   CHECK(strstr(ab_last_error()->msg, "3") && strstr(ab_last_error()->msg, "2"));
   tq.shape[1] = 2; /* now Hq = 2 with the same strides: valid */
   CHECK_OK(ab_attention(&p));
@@ -1403,92 +1396,92 @@ TEST(attn_errors_name_the_argument)
   CHECK_EQ_I64(ab_attention(NULL), AB_STATUS_INVALID_ARG);
   CHECK_STR(ab_last_error()->arg, "p");
   p.q = NULL;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "q");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "q");
   p.q = &tq;
   p.out = NULL;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "out");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "out");
   p.out = out;
   p.layout = (enum ab_layout)7;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "layout");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "layout");
   p.layout = AB_LAYOUT_BHSD;
 
   /* Shape disagreements. */
   t2 = tk;
   t2.shape[3] = 7;
   p.k = &t2;
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "k"); /* head_dim 7 vs 8 */
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "k"); /* head_dim 7 vs 8 */
   CHECK(strstr(ab_last_error()->msg, "7") && strstr(ab_last_error()->msg, "8"));
   t2 = tk;
   t2.shape[0] = 1;
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "k"); /* batch */
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "k"); /* batch */
   p.k = &tk;
   t2 = tv;
   t2.shape[2] = 4;
   p.v = &t2;
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "v"); /* keys 4 vs 5 */
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "v"); /* keys 4 vs 5 */
   t2 = tv;
   t2.shape[1] = 1;
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "v"); /* heads */
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "v"); /* heads */
   t2 = tv;
   t2.ndim = 3;
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "v"); /* rank */
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "v"); /* rank */
   t2 = tv;
   t2.dtype = AB_DTYPE_I32;
-  CHECK_FAILS(&p, AB_STATUS_BAD_DTYPE, "v");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_DTYPE, "v");
   t2 = tv;
   t2.shape[2] = 0;
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "v");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "v");
   p.v = &tv;
   t2 = tq;
   t2.ndim = 1;
   p.q = &t2;
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "q");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "q");
   p.q = &tq;
 
   /* Parameters. */
   p.has_scale = 1;
   p.scale = NAN;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "scale");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "scale");
   p.scale = INFINITY;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "scale");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "scale");
   p.has_scale = 0;
   p.softcap = -1;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "softcap");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "softcap");
   p.softcap = NAN;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "softcap");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "softcap");
   p.softcap = 0;
   p.window_left = -2;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "window");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "window");
   CHECK(strstr(ab_last_error()->msg, "-2") != NULL);
   p.window_left = -1;
   p.window_right = -5;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "window");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "window");
   p.window_right = -1;
   p.kv_lens = kvl; /* kv_lens[1] = 6 > Nk = 5 */
-  CHECK_FAILS(&p, AB_STATUS_OUT_OF_RANGE, "kv_lens.1");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_OUT_OF_RANGE, "kv_lens.1");
   CHECK(strstr(ab_last_error()->msg, "6") != NULL);
   kvl[1] = -1;
-  CHECK_FAILS(&p, AB_STATUS_OUT_OF_RANGE, "kv_lens.1");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_OUT_OF_RANGE, "kv_lens.1");
   kvl[1] = 0;
   CHECK_OK(ab_attention(&p));
   p.kv_lens = NULL;
   p.has_q_offset = 1;
   p.q_offset = (int64_t)1 << 50;
-  CHECK_FAILS(&p, AB_STATUS_OUT_OF_RANGE, "q_offset");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_OUT_OF_RANGE, "q_offset");
   p.has_q_offset = 0;
 
   /* attn_bias must broadcast to [B, Hq, Nq, Nk] = [2, 2, 4, 5]. */
   CHECK_OK(ab_tensor_init(&tb, bias, AB_DTYPE_F32, 2, bad_bs));
   p.attn_bias = &tb;
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "attn_bias");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "attn_bias");
   CHECK(strstr(ab_last_error()->msg, "3") != NULL);
   CHECK_OK(ab_tensor_init(&tb, bias, AB_DTYPE_F32, 2, bs));
   CHECK_OK(ab_attention(&p));
   s2[0] = 3, s2[1] = 1, s2[2] = 4, s2[3] = 5; /* batch 3 vs 2 */
   CHECK_OK(ab_tensor_init(&tb, bias, AB_DTYPE_F32, 4, s2));
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "attn_bias");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "attn_bias");
   tb.data = NULL;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "attn_bias");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "attn_bias");
   p.attn_bias = NULL;
   return 0;
 }
@@ -1511,14 +1504,14 @@ TEST(attn_errors_rope_and_bias_parameters)
   ab_rope_params_init(&rp);
   rp.head_dim = 16; /* q and k have 8 */
   p.rope = &rp;
-  CHECK_FAILS(&p, AB_STATUS_BAD_SHAPE, "rope.head_dim");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "rope.head_dim");
   rp.head_dim = 8;
   rp.rotary_dim = 3; /* odd: the rope check's own error, under rope. */
   CHECK(ab_attention(&p) != AB_STATUS_OK);
   CHECK(strncmp(ab_last_error()->arg, "rope", 4) == 0);
   rp.rotary_dim = 0;
   p.rope_seq_len = -1;
-  CHECK_FAILS(&p, AB_STATUS_INVALID_ARG, "rope_seq_len");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "rope_seq_len");
   p.rope_seq_len = 0;
   CHECK_OK(ab_attention(&p));
   p.rope = NULL;
@@ -1535,17 +1528,6 @@ TEST(attn_errors_rope_and_bias_parameters)
 }
 
 /* Allocation failure at every step of job creation: a clean NO_MEMORY. */
-static int64_t g_fail_after = -1, g_allocs;
-static size_t g_bytes;
-static void *counting_malloc(size_t n)
-{
-  if (g_fail_after >= 0 && g_allocs >= g_fail_after)
-    return NULL;
-  g_allocs++;
-  g_bytes += n;
-  return malloc(n);
-}
-
 TEST(attn_allocation_failures_are_clean)
 {
   enum { N = 20, D = 8 };
@@ -1555,7 +1537,7 @@ TEST(attn_allocation_failures_are_clean)
   struct ab_tensor tq, tk, tv;
   struct ab_attn_params p;
   struct ab_bias_params bp;
-  int64_t i;
+  int64_t i, fail;
   int st = 1;
 
   for (i = 0; i < 2 * N * D; i++)
@@ -1573,23 +1555,21 @@ TEST(attn_allocation_failures_are_clean)
   p.q = &tq, p.k = &tk, p.v = &tv, p.out = out, p.weights = w;
   p.bias = &bp;
   p.causal = 1;
-  ab_set_allocator(counting_malloc, free);
-  for (g_fail_after = 0; g_fail_after < 100; g_fail_after++) {
-    g_allocs = 0;
+  for (fail = 0; fail < 100; fail++) {
+    /* allocation `fail` and every later one fail */
+    test_alloc_install(fail, 1);
     st = ab_attention(&p);
     if (st == AB_STATUS_OK)
       break;
     if (st != AB_STATUS_NO_MEMORY) {
-      ab_set_allocator(NULL, NULL);
+      test_alloc_remove();
       FAIL_AT("allocation %lld failing gave status %d (%s: %s)",
-              (long long)g_fail_after, st, ab_last_error()->arg,
-              ab_last_error()->msg);
+              (long long)fail, st, ab_last_error()->arg, ab_last_error()->msg);
     }
   }
-  g_fail_after = -1;
-  ab_set_allocator(NULL, NULL);
+  test_alloc_remove();
   CHECK_EQ_I64(st, AB_STATUS_OK);
-  CHECK(g_allocs >= 3);
+  CHECK(test_alloc.calls >= 3);
   return 0;
 }
 
@@ -1619,19 +1599,16 @@ static size_t job_bytes(int64_t N, int dtype, int64_t *pieces)
   p.q = &tq, p.k = &tk, p.v = &tv, p.out = out;
   p.causal = 1;
   p.bias = &bp;
-  g_fail_after = -1;
-  g_allocs = 0;
-  g_bytes = 0;
-  ab_set_allocator(counting_malloc, free);
+  test_alloc_install(-1, 0);
   if (ab_attention_job(&p, &job) == AB_STATUS_OK) {
-    bytes = g_bytes;
+    bytes = test_alloc.bytes;
     *pieces = ab_job_pieces(job);
     /* One piece (the costliest) runs, not the whole job. */
     if (ab_job_run(job, 0, NULL) != AB_STATUS_OK)
       bytes = 0;
   }
   ab_job_free(job);
-  ab_set_allocator(NULL, NULL);
+  test_alloc_remove();
   free(q), free(k), free(v), free(out);
   return bytes;
 }

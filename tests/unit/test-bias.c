@@ -6,6 +6,7 @@
 #include "attnbias.h"
 #include "bias-internal.h"
 #include "kernels/kernels.h"
+#include "test-util.h"
 #include "test.h"
 
 #define RTOL 1e-5
@@ -15,7 +16,7 @@
  * Independent references
  * ====================================================================== */
 
-/* Mask predicate written from the README decisions (not ab__visible). */
+/* Mask predicate written from the README decisions (not ab__visible_keys). */
 static int ref_visible(int64_t pq, int64_t j, int causal, int64_t wl,
                        int64_t wr)
 {
@@ -1073,21 +1074,32 @@ TEST(windows_all_methods)
   return 0;
 }
 
-/* ab__visible (used by attention) agrees with the written-out rule. */
+/* ab__visible_keys (the mask of tables and attention) agrees with the
+ * written-out rule for every key. */
 TEST(visible_predicate)
 {
-  int64_t pq, j, wl, wr;
+  int64_t pq, j, wl, wr, kl, lo, hi;
   int causal;
 
   for (causal = 0; causal < 2; causal++)
     for (wl = -1; wl < 4; wl++)
       for (wr = -1; wr < 4; wr++)
-        for (pq = -3; pq < 8; pq++)
-          for (j = 0; j < 8; j++)
-            CHECK_EQ_I64(ab__visible(pq, j, causal, wl, wr),
-                         ref_visible(pq, j, causal, wl, wr));
-  /* huge windows cannot overflow */
-  CHECK(ab__visible(-((int64_t)1 << 62), 5, 0, INT64_MAX, INT64_MAX));
+        for (pq = -3; pq < 10; pq++)
+          for (kl = 1; kl < 9; kl++) {
+            ab__visible_keys(pq, kl, causal, wl, wr, &lo, &hi);
+            /* an empty run may sit past the keys (lo == hi > k_len) */
+            CHECK(0 <= lo && lo <= hi && (hi <= kl || lo == hi));
+            for (j = 0; j < kl; j++)
+              CHECK_EQ_I64(lo <= j && j < hi,
+                           ref_visible(pq, j, causal, wl, wr));
+          }
+  /* huge windows and positions cannot overflow */
+  ab__visible_keys(-((int64_t)1 << 62), 8, 0, INT64_MAX, INT64_MAX, &lo, &hi);
+  CHECK(lo == 0 && hi == 8);
+  ab__visible_keys((int64_t)1 << 62, 8, 0, INT64_MAX, INT64_MAX, &lo, &hi);
+  CHECK(lo == 0 && hi == 8);
+  ab__visible_keys((int64_t)1 << 62, 8, 1, 4, INT64_MAX, &lo, &hi);
+  CHECK(lo == hi);
   return 0;
 }
 
@@ -1429,11 +1441,6 @@ TEST(bias_kernels_parity)
               if (memcmp(buf_a, buf_b, 1200 * sizeof(float)))
                 FAIL_AT("%s table_alibi n %lld mis %d pq %lld stream %d",
                         *isa, (long long)n, mis, (long long)pqs[b], stream);
-              memset(buf_b, 0x5a, 1200 * sizeof(float));
-              k->bias.alibi_row(ob, n, pqs[b], slope);
-              if (memcmp(buf_a, buf_b, 1200 * sizeof(float)))
-                FAIL_AT("%s alibi_row n %lld pq %lld", *isa, (long long)n,
-                        (long long)pqs[b]);
             }
           memset(buf_a, 0x5a, 1200 * sizeof(float));
           memset(buf_b, 0x5a, 1200 * sizeof(float));
@@ -1466,24 +1473,6 @@ TEST(bias_kernels_parity)
  * returns NO_MEMORY cleanly and nothing leaks.
  * ====================================================================== */
 
-static int g_fail_at, g_allocs, g_live;
-static void *failing_malloc(size_t n)
-{
-  void *p;
-  if (g_allocs++ == g_fail_at)
-    return NULL;
-  p = malloc(n);
-  if (p)
-    g_live++;
-  return p;
-}
-static void counting_free(void *p)
-{
-  if (p)
-    g_live--;
-  free(p);
-}
-
 TEST(bias_table_allocation_failures)
 {
   int m;
@@ -1498,25 +1487,22 @@ TEST(bias_table_allocation_failures)
 
     method_params(m, 2, &p);
     ab_geometry_init(&g, 6, 9);
-    ab_set_allocator(failing_malloc, counting_free);
     for (k = 0;; k++) {
-      g_fail_at = k;
-      g_allocs = 0;
-      g_live = 0;
+      test_alloc_install(k, 0); /* only allocation k fails */
       st = ab_bias_table(&p, &g, t, m == 2 ? bk : NULL);
-      if (g_live != 0) {
-        ab_set_allocator(NULL, NULL);
-        FAIL_AT("method %d, failing allocation %d: %d blocks leaked", m, k,
-                g_live);
+      if (test_alloc.live != 0) {
+        test_alloc_remove();
+        FAIL_AT("method %d, failing allocation %d: %lld blocks leaked", m, k,
+                (long long)test_alloc.live);
       }
       if (st == AB_STATUS_OK)
         break;
       if (st != AB_STATUS_NO_MEMORY) {
-        ab_set_allocator(NULL, NULL);
+        test_alloc_remove();
         FAIL_AT("method %d, failing allocation %d: status %d", m, k, st);
       }
     }
-    ab_set_allocator(NULL, NULL);
+    test_alloc_remove();
     CHECK(k >= 2);
   }
   return 0;

@@ -1,5 +1,6 @@
 /* test-common.c: dtypes, conversions, tensor descriptors, errors, jobs. */
 #include "attnbias.h"
+#include "test-util.h"
 #include "test.h"
 
 TEST(status_strings)
@@ -100,16 +101,6 @@ TEST(convert_between_dtypes)
   return 0;
 }
 
-/* The allocator hook sees every allocation; a failing one is returned. */
-static int g_fail_after = -1, g_allocs;
-static void *count_malloc(size_t n)
-{
-  if (g_fail_after >= 0 && g_allocs >= g_fail_after)
-    return NULL;
-  g_allocs++;
-  return malloc(n);
-}
-
 TEST(isa_name_known)
 {
   const char *isa = ab_isa_name();
@@ -120,12 +111,10 @@ TEST(isa_name_known)
   return 0;
 }
 
+/* The allocator hook sees every allocation; a failing one is returned. */
 TEST(allocator_hook_failure_is_returned)
 {
-  struct ab_attn_params p;
-  (void)p;
-  ab_set_allocator(count_malloc, free);
-  g_fail_after = 0;
+  test_alloc_install(0, 1); /* every allocation fails */
   {
     ab_job_t *job = NULL;
     struct ab_bias_params bp;
@@ -138,6 +127,6 @@ TEST(allocator_hook_failure_is_returned)
                  AB_STATUS_NO_MEMORY);
     CHECK(job == NULL);
   }
-  ab_set_allocator(NULL, NULL);
+  test_alloc_remove();
   return 0;
 }

@@ -5,6 +5,7 @@
  * written below, straight from the formulas of spec/methods.md. */
 #include "attnbias.h"
 #include "kernels/kernels.h"
+#include "test-util.h"
 #include "test.h"
 
 #define TWO_PI 6.283185307179586476925286766559
@@ -1138,14 +1139,6 @@ TEST(rope_tables_layout)
 
 /* ==== errors ============================================================== */
 
-#define CHECK_FAILS(call, status, argname)                                     \
-  do {                                                                         \
-    ab_clear_error();                                                          \
-    CHECK_EQ_I64((call), (status));                                            \
-    CHECK_STR(ab_last_error()->arg, (argname));                                \
-    CHECK(ab_last_error()->msg[0] != 0);                                       \
-  } while (0)
-
 TEST(rope_errors)
 {
   struct ab_rope_params p;
@@ -1440,14 +1433,6 @@ TEST(rope_jobs_piecewise_shuffled)
 }
 
 /* Every allocation failing in turn gives NO_MEMORY, never a crash. */
-static int g_fail_at = -1, g_count;
-static void *flaky_malloc(size_t n)
-{
-  if (g_count++ == g_fail_at)
-    return NULL;
-  return malloc(n);
-}
-
 TEST(rope_allocation_failure)
 {
   struct ab_rope_params p;
@@ -1460,15 +1445,13 @@ TEST(rope_allocation_failure)
   ab_rope_params_init(&p);
   p.head_dim = 8;
   CHECK_OK(ab_tensor_init(&t, x, AB_DTYPE_F32, 2, sh));
-  ab_set_allocator(flaky_malloc, free);
   for (k = 0; k < 10 && st != AB_STATUS_OK; k++) {
-    g_fail_at = k;
-    g_count = 0;
+    test_alloc_install(k, 0); /* only allocation k fails */
     st = ab_rope_apply(&p, 1, &t, AB_LAYOUT_BHSD, pos, 0, out);
     if (st != AB_STATUS_OK && st != AB_STATUS_NO_MEMORY)
       break;
   }
-  ab_set_allocator(NULL, NULL);
+  test_alloc_remove();
   CHECK_EQ_I64(st, AB_STATUS_OK);
   CHECK(k > 1); /* at least one failure was seen and reported */
   return 0;

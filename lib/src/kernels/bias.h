@@ -4,14 +4,32 @@
 
 #include <stdint.h>
 
+/* ALiBi's value for query position pq and key j: the distance is converted
+ * to float, then multiplied, so every ISA (and every tail) gives the same
+ * bits.  Shared by the reference and the scalar edges of the SIMD writers. */
+static inline float ab__alibi_value(int64_t pq, int64_t j, float slope)
+{
+  return -slope * (float)(pq > j ? pq - j : j - pq);
+}
+
+/* The SIMD writers step a float vector of distances pq - j by the vector
+ * width.  Distances below 2^24 are exact in float, and so is every step on
+ * them, so when the whole row stays below 2^24 the vector values are the
+ * ones ab__alibi_value rounds from int64; otherwise they write element by
+ * element. */
+static inline int ab__alibi_steps_exact(int64_t n, int64_t pq)
+{
+  const int64_t exact = (int64_t)1 << 24;
+
+  return n < exact && pq < exact && pq > -exact && pq - (n - 1) > -exact;
+}
+
 struct ab__bias_kernels {
-  /* out[j] = -slope * (float)|pq - j| for j in [0, n): the distance is
-   * converted to float, then multiplied (every ISA gives the same bits). */
-  void (*alibi_row)(float *out, int64_t n, int64_t pq, float slope);
   /* Table writers.  `stream` asks for non-temporal stores where the
    * destination is aligned (the table is larger than the cache and will not
    * be read back soon); whoever streams calls store_fence once after its
    * last row.  The values written never depend on `stream`. */
+  /* out[j] = ab__alibi_value(pq, j, slope) for j in [0, n). */
   void (*table_alibi)(float *out, int64_t n, int64_t pq, float slope,
                       int stream);
   void (*table_fill)(float *out, int64_t n, float v, int stream);

@@ -8,7 +8,28 @@
 #ifndef AB_KERNELS_ROPE_H
 #define AB_KERNELS_ROPE_H
 
+#include <math.h>
 #include <stdint.h>
+
+/* Scalar helpers shared by the reference and the SIMD tails, so every path
+ * computes an element the same way. */
+
+/* cos and sin of one angle: libm in double (exact reduction of any finite
+ * argument), rounded once to float. */
+static inline void ab__rope_sincos1(float *c, float *s, double theta)
+{
+  *c = (float)cos(theta);
+  *s = (float)sin(theta);
+}
+
+/* One rotated pair: a' = a*c - b*s, b' = b*c + a*s.  Both inputs are
+ * values, so the outputs may overwrite them (in place). */
+static inline void ab__rope_pair(float *oa, float *ob, float a, float b,
+                                 float c, float s)
+{
+  *oa = a * c - b * s;
+  *ob = b * c + a * s;
+}
 
 struct ab__rope_kernels {
   /* c[k] = cos(theta[k]), s[k] = sin(theta[k]) for k < n, rounded to float.

@@ -4,20 +4,15 @@
 
 #include <string.h>
 
-static void alibi_row_ref(float *out, int64_t n, int64_t pq, float slope)
-{
-  int64_t j;
-
-  for (j = 0; j < n; j++)
-    out[j] = -slope * (float)(pq > j ? pq - j : j - pq);
-}
-
 /* The reference never streams: `stream` is a hint it may ignore. */
 static void table_alibi_ref(float *out, int64_t n, int64_t pq, float slope,
                             int stream)
 {
+  int64_t j;
+
   (void)stream;
-  alibi_row_ref(out, n, pq, slope);
+  for (j = 0; j < n; j++)
+    out[j] = ab__alibi_value(pq, j, slope);
 }
 
 static void table_fill_ref(float *out, int64_t n, float v, int stream)
@@ -40,7 +35,6 @@ static void store_fence_ref(void) {}
 
 void ab__bias_kernels_ref(struct ab__bias_kernels *k)
 {
-  k->alibi_row = alibi_row_ref;
   k->table_alibi = table_alibi_ref;
   k->table_fill = table_fill_ref;
   k->table_copy = table_copy_ref;

@@ -10,10 +10,8 @@ static void sincos_ref(float *c, float *s, const double *theta, int64_t n)
 {
   int64_t k;
 
-  for (k = 0; k < n; k++) {
-    c[k] = (float)cos(theta[k]);
-    s[k] = (float)sin(theta[k]);
-  }
+  for (k = 0; k < n; k++)
+    ab__rope_sincos1(&c[k], &s[k], theta[k]);
 }
 
 static void rotate_rows_ref(float *out, int64_t ldo, const float *x,
@@ -28,20 +26,14 @@ static void rotate_rows_ref(float *out, int64_t ldo, const float *x,
     const float *xr = x + i * ldx, *c = cs + i * ldcs, *s = c + h;
     float *o = out + i * ldo;
 
-    /* Both inputs of a pair are read before either output is written, so
-     * out == x works. */
+    /* ab__rope_pair reads both inputs before writing: out == x works. */
     if (interleaved) {
-      for (k = 0; k < h; k++) {
-        float a = xr[2 * k], b = xr[2 * k + 1];
-        o[2 * k] = a * c[k] - b * s[k];
-        o[2 * k + 1] = b * c[k] + a * s[k];
-      }
+      for (k = 0; k < h; k++)
+        ab__rope_pair(&o[2 * k], &o[2 * k + 1], xr[2 * k], xr[2 * k + 1],
+                      c[k], s[k]);
     } else {
-      for (k = 0; k < h; k++) {
-        float a = xr[k], b = xr[k + h];
-        o[k] = a * c[k] - b * s[k];
-        o[k + h] = b * c[k] + a * s[k];
-      }
+      for (k = 0; k < h; k++)
+        ab__rope_pair(&o[k], &o[k + h], xr[k], xr[k + h], c[k], s[k]);
     }
     if (dim > 2 * h && o != xr)
       memcpy(o + 2 * h, xr + 2 * h, (size_t)(dim - 2 * h) * sizeof *o);

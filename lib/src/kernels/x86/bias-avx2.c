@@ -9,16 +9,6 @@
 
 #include "../kernels.h"
 
-/* Distances below 2^24 are exact in float, and so is every step of
- * d -= 8 on them; beyond that the reference rounds int64 -> float per
- * element, which this file then does too (scalar path). */
-#define EXACT ((int64_t)1 << 24)
-
-static inline float alibi_one(int64_t pq, int64_t j, float slope)
-{
-  return -slope * (float)(pq > j ? pq - j : j - pq);
-}
-
 /* Elements to write one by one until out is 32-byte aligned (stream),
  * capped at n.  Without streaming there is no head. */
 static inline int64_t head_count(const void *out, int64_t n, int stream)
@@ -34,8 +24,6 @@ static inline int64_t head_count(const void *out, int64_t n, int stream)
   return h < n ? h : n;
 }
 
-static void alibi_row_avx2(float *out, int64_t n, int64_t pq, float slope);
-
 static void table_alibi_avx2(float *out, int64_t n, int64_t pq, float slope,
                              int stream)
 {
@@ -46,58 +34,37 @@ static void table_alibi_avx2(float *out, int64_t n, int64_t pq, float slope,
 
   if (n <= 0)
     return;
-  if (!(n < EXACT && pq < EXACT && pq > -EXACT && pq - (n - 1) > -EXACT)) {
+  if (!ab__alibi_steps_exact(n, pq)) {
     for (j = 0; j < n; j++)
-      out[j] = alibi_one(pq, j, slope);
-    return;
-  }
-  if (!stream) {
-    alibi_row_avx2(out, n, pq, slope);
+      out[j] = ab__alibi_value(pq, j, slope);
     return;
   }
   h = head_count(out, n, stream);
   for (j = 0; j < h; j++)
-    out[j] = alibi_one(pq, j, slope);
+    out[j] = ab__alibi_value(pq, j, slope);
   /* d holds pq - j for the 8 lanes starting at j */
   d = _mm256_sub_ps(_mm256_set1_ps((float)(pq - j)),
                     _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7));
-  for (; j + 16 <= n; j += 16) {
-    const __m256 d1 = _mm256_sub_ps(d, step);
-    _mm256_stream_ps(out + j, _mm256_mul_ps(m, _mm256_andnot_ps(sign, d)));
-    _mm256_stream_ps(out + j + 8,
-                     _mm256_mul_ps(m, _mm256_andnot_ps(sign, d1)));
-    d = _mm256_sub_ps(d1, step);
-  }
-  for (; j + 8 <= n; j += 8) {
-    _mm256_stream_ps(out + j, _mm256_mul_ps(m, _mm256_andnot_ps(sign, d)));
-    d = _mm256_sub_ps(d, step);
-  }
-  for (; j < n; j++)
-    out[j] = alibi_one(pq, j, slope);
-}
-
-static void alibi_row_avx2(float *out, int64_t n, int64_t pq, float slope)
-{
-  const __m256 sign = _mm256_set1_ps(-0.0f), m = _mm256_set1_ps(-slope);
-  const __m256 step = _mm256_set1_ps(8.0f);
-  int64_t j = 0;
-  __m256 d;
-
-  if (n <= 0)
-    return;
-  if (!(n < EXACT && pq < EXACT && pq > -EXACT && pq - (n - 1) > -EXACT)) {
-    for (j = 0; j < n; j++)
-      out[j] = alibi_one(pq, j, slope);
-    return;
-  }
-  d = _mm256_sub_ps(_mm256_set1_ps((float)pq),
-                    _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7));
-  for (; j + 8 <= n; j += 8) {
-    _mm256_storeu_ps(out + j, _mm256_mul_ps(m, _mm256_andnot_ps(sign, d)));
-    d = _mm256_sub_ps(d, step);
+  if (stream) {
+    for (; j + 16 <= n; j += 16) {
+      const __m256 d1 = _mm256_sub_ps(d, step);
+      _mm256_stream_ps(out + j, _mm256_mul_ps(m, _mm256_andnot_ps(sign, d)));
+      _mm256_stream_ps(out + j + 8,
+                       _mm256_mul_ps(m, _mm256_andnot_ps(sign, d1)));
+      d = _mm256_sub_ps(d1, step);
+    }
+    for (; j + 8 <= n; j += 8) {
+      _mm256_stream_ps(out + j, _mm256_mul_ps(m, _mm256_andnot_ps(sign, d)));
+      d = _mm256_sub_ps(d, step);
+    }
+  } else {
+    for (; j + 8 <= n; j += 8) {
+      _mm256_storeu_ps(out + j, _mm256_mul_ps(m, _mm256_andnot_ps(sign, d)));
+      d = _mm256_sub_ps(d, step);
+    }
   }
   for (; j < n; j++)
-    out[j] = alibi_one(pq, j, slope);
+    out[j] = ab__alibi_value(pq, j, slope);
 }
 
 static void table_fill_avx2(float *out, int64_t n, float v, int stream)
@@ -159,7 +126,6 @@ static void store_fence_x86(void) { _mm_sfence(); }
 
 void ab__bias_kernels_avx2(struct ab__bias_kernels *k)
 {
-  k->alibi_row = alibi_row_avx2;
   k->table_alibi = table_alibi_avx2;
   k->table_fill = table_fill_avx2;
   k->table_copy = table_copy_avx2;

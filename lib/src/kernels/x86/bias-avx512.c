@@ -9,16 +9,6 @@
 
 #include "../kernels.h"
 
-/* Distances below 2^24 are exact in float, and so is every step of
- * d -= 16 on them; beyond that the reference rounds int64 -> float per
- * element, which this file then does too (scalar path). */
-#define EXACT ((int64_t)1 << 24)
-
-static inline float alibi_one(int64_t pq, int64_t j, float slope)
-{
-  return -slope * (float)(pq > j ? pq - j : j - pq);
-}
-
 static inline __mmask16 first_mask(int64_t k)
 {
   return (__mmask16)((1u << k) - 1u); /* k in 0..15 */
@@ -31,13 +21,8 @@ static inline int64_t head_count(const void *out, int64_t n)
   return h < n ? h : n;
 }
 
-static inline int alibi_exact(int64_t n, int64_t pq)
-{
-  return n < EXACT && pq < EXACT && pq > -EXACT && pq - (n - 1) > -EXACT;
-}
-
-static void alibi_avx512(float *out, int64_t n, int64_t pq, float slope,
-                         int stream)
+static void table_alibi_avx512(float *out, int64_t n, int64_t pq,
+                               float slope, int stream)
 {
   const __m512 m = _mm512_set1_ps(-slope), step = _mm512_set1_ps(16.0f);
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
@@ -47,9 +32,9 @@ static void alibi_avx512(float *out, int64_t n, int64_t pq, float slope,
 
   if (n <= 0)
     return;
-  if (!alibi_exact(n, pq) || ((uintptr_t)out & 3)) {
+  if (!ab__alibi_steps_exact(n, pq) || ((uintptr_t)out & 3)) {
     for (j = 0; j < n; j++)
-      out[j] = alibi_one(pq, j, slope);
+      out[j] = ab__alibi_value(pq, j, slope);
     return;
   }
   /* d holds pq - j for the 16 lanes starting at j */
@@ -81,17 +66,6 @@ static void alibi_avx512(float *out, int64_t n, int64_t pq, float slope,
   if (j < n)
     _mm512_mask_storeu_ps(out + j, first_mask(n - j),
                           _mm512_mul_ps(m, _mm512_abs_ps(d)));
-}
-
-static void alibi_row_avx512(float *out, int64_t n, int64_t pq, float slope)
-{
-  alibi_avx512(out, n, pq, slope, 0);
-}
-
-static void table_alibi_avx512(float *out, int64_t n, int64_t pq,
-                               float slope, int stream)
-{
-  alibi_avx512(out, n, pq, slope, stream);
 }
 
 static void table_fill_avx512(float *out, int64_t n, float v, int stream)
@@ -163,7 +137,6 @@ static void store_fence_x86(void) { _mm_sfence(); }
 
 void ab__bias_kernels_avx512(struct ab__bias_kernels *k)
 {
-  k->alibi_row = alibi_row_avx512;
   k->table_alibi = table_alibi_avx512;
   k->table_fill = table_fill_avx512;
   k->table_copy = table_copy_avx512;

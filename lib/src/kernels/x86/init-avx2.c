@@ -1,4 +1,4 @@
-/* avx2.c: installs the AVX2+FMA kernels over the reference table.  Every
+/* init-avx2.c: installs the AVX2+FMA kernels over the reference table.  Every
  * family with an AVX2 file adds its call here. */
 #if !defined(__AVX2__) || !defined(__FMA__)
 #error "build this file with -mavx2 -mfma (see Makefile)"

@@ -1,4 +1,4 @@
-/* avx512.c: installs the AVX-512 kernels over the AVX2 table (dispatch
+/* init-avx512.c: installs the AVX-512 kernels over the AVX2 table (dispatch
  * applies avx2 first).  Every family with an AVX-512 file adds its call. */
 #if !defined(__AVX512F__)
 #error "build this file with -mavx512f -mavx512bw -mavx512vl (see Makefile)"

@@ -27,10 +27,8 @@ static void sincos_avx2(float *c, float *s, const double *theta, int64_t n)
     /* |t| < limit for every lane (NaN compares false): else libm. */
     if (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_andnot_pd(sign, t), limit,
                                          _CMP_LT_OQ)) != 0xf) {
-      for (i = k; i < k + 4; i++) {
-        c[i] = (float)cos(theta[i]);
-        s[i] = (float)sin(theta[i]);
-      }
+      for (i = k; i < k + 4; i++)
+        ab__rope_sincos1(&c[i], &s[i], theta[i]);
       continue;
     }
     q = _mm256_round_pd(_mm256_mul_pd(t, two_over_pi),
@@ -70,10 +68,8 @@ static void sincos_avx2(float *c, float *s, const double *theta, int64_t n)
     _mm_storeu_ps(c + k, _mm256_cvtpd_ps(cv));
     _mm_storeu_ps(s + k, _mm256_cvtpd_ps(sv));
   }
-  for (; k < n; k++) {
-    c[k] = (float)cos(theta[k]);
-    s[k] = (float)sin(theta[k]);
-  }
+  for (; k < n; k++)
+    ab__rope_sincos1(&c[k], &s[k], theta[k]);
 }
 
 /* ==== rotation =========================================================== */
@@ -100,11 +96,8 @@ static void row_half(float *o, const float *x, const float *cp,
     store8(o + k, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)), st);
     store8(o + k + h, _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s)), st);
   }
-  for (; k < h; k++) {
-    float a = x[k], b = x[k + h];
-    o[k] = a * cp[k] - b * sp[k];
-    o[k + h] = b * cp[k] + a * sp[k];
-  }
+  for (; k < h; k++)
+    ab__rope_pair(&o[k], &o[k + h], x[k], x[k + h], cp[k], sp[k]);
 }
 
 /* interleaved: pairs (2k, 2k+1); 4 pairs per step, out = X*C -+ X'*S with
@@ -125,11 +118,9 @@ static void row_interleaved(float *o, const float *x, const float *cp,
     __m256 xs = _mm256_permute_ps(xv, 0xB1);
     store8(o + 2 * k, _mm256_fmaddsub_ps(xv, c, _mm256_mul_ps(xs, s)), st);
   }
-  for (; k < h; k++) {
-    float a = x[2 * k], b = x[2 * k + 1];
-    o[2 * k] = a * cp[k] - b * sp[k];
-    o[2 * k + 1] = b * cp[k] + a * sp[k];
-  }
+  for (; k < h; k++)
+    ab__rope_pair(&o[2 * k], &o[2 * k + 1], x[2 * k], x[2 * k + 1], cp[k],
+                  sp[k]);
 }
 
 static void rotate_rows_avx2(float *out, int64_t ldo, const float *x,

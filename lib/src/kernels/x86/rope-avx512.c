@@ -28,10 +28,8 @@ static void sincos_avx512(float *c, float *s, const double *theta, int64_t n)
 
     /* NaN compares false, so it takes the libm lane path too. */
     if (_mm512_cmp_pd_mask(_mm512_abs_pd(t), limit, _CMP_LT_OQ) != 0xff) {
-      for (i = k; i < k + 8; i++) {
-        c[i] = (float)cos(theta[i]);
-        s[i] = (float)sin(theta[i]);
-      }
+      for (i = k; i < k + 8; i++)
+        ab__rope_sincos1(&c[i], &s[i], theta[i]);
       continue;
     }
     q = _mm512_roundscale_pd(_mm512_mul_pd(t, two_over_pi),
@@ -68,10 +66,8 @@ static void sincos_avx512(float *c, float *s, const double *theta, int64_t n)
     _mm256_storeu_ps(c + k, _mm512_cvtpd_ps(cv));
     _mm256_storeu_ps(s + k, _mm512_cvtpd_ps(sv));
   }
-  for (; k < n; k++) {
-    c[k] = (float)cos(theta[k]);
-    s[k] = (float)sin(theta[k]);
-  }
+  for (; k < n; k++)
+    ab__rope_sincos1(&c[k], &s[k], theta[k]);
 }
 
 /* ==== rotation =========================================================== */
@@ -97,7 +93,8 @@ static inline void copy_tail(float *o, const float *x, int64_t from,
   int64_t c = from;
 
   for (; c + 16 <= dim; c += 16)
-    store16(o + c, _mm512_loadu_ps(x + c), nt && ((uintptr_t)(o + c) & 63) == 0);
+    store16(o + c, _mm512_loadu_ps(x + c),
+            nt && ((uintptr_t)(o + c) & 63) == 0);
   if (c < dim) {
     __mmask16 m = tail_mask(dim - c);
     _mm512_mask_storeu_ps(o + c, m, _mm512_maskz_loadu_ps(m, x + c));

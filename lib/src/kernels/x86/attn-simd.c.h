@@ -1,0 +1,286 @@
+/* attn-simd.c.h: the body of the x86 attention kernels, written once for
+ * any vector width and included by attn-avx2.c (8 floats, 16 registers) and
+ * attn-avx512.c (16 floats, 32 registers) -- register-blocked score and
+ * output tiles and a vectorised online softmax, all vectorised over query
+ * rows (see kernels/attn.h for the transposed layout).
+ *
+ * The including file defines, before the #include:
+ *   V, VI, VM          float vector, int32 vector, lane mask types
+ *   V_W                floats per vector
+ *   MR_MAX, NV_MAX     register block: rows of A x vectors of B
+ *   V_FN(name)         name##_<isa>, for the functions the table points to
+ *   V_LOAD V_LOADU V_STORE V_SET1 V_ZERO V_BCAST(const float *)
+ *   V_ADD V_SUB V_MUL V_DIV V_MIN V_MAX V_FMADD V_AND V_ANDNOT V_OR
+ *   V_CMP(a, b, _CMP_xx)  lane mask of a comparison
+ *   V_SEL(m, f, t)        t where m is set, else f
+ *   V_MASKZ(m, x)         x where m is set, else 0
+ *   VI_LOADU(p) VI_SET1(i) VI_ZERO()
+ *   V_VISIBLE(lo, hi, j)  mask of lo <= j < hi (int32 lanes)
+ *   V_EXP(x)              exp to ~1 ulp on [-87.3, 88], 0 below, NaN kept
+ * Each macro maps to one intrinsic (or a fixed pair), so both files compile
+ * to what a hand-written copy would. */
+
+#define AI static inline __attribute__((always_inline))
+#define V_PRAGMA_(x) _Pragma(#x)
+/* #pragma GCC unroll does not expand macros; _Pragma of a string does. */
+#define V_UNROLL(n) V_PRAGMA_(GCC unroll n)
+
+/* ==== register-blocked tile product ===================================== *
+ * C[r][i] (+)= sum_{t<kc} A(r, t) * Bm[t*ldb + i] for r < MR, i < V_W*NV,
+ * where A(r, t) = a[r*ars + t*aks] is broadcast and Bm's rows are vector
+ * loads.  Scores: A = k (ars = ldk, aks = 1), Bm = qt.  Output: A = v^T
+ * (ars = 1, aks = ldv), Bm = p, and C starts from ot * alpha.
+ * MR x NV accumulators stay in registers for the whole reduction, with NV
+ * more for the B row and one for the broadcast, so the FMA pipes, not the
+ * loads, set the pace (register budgets in the including files). */
+AI void micro(const int MR, const int NV, float *c, int64_t ldc,
+              const float *a, int64_t ars, int64_t aks, const float *b,
+              int64_t ldb, int64_t kc, int load_c, const float *scale)
+{
+  V acc[MR_MAX][NV_MAX];
+  int64_t t;
+  int r, v;
+
+#pragma GCC unroll 8
+  for (r = 0; r < MR; r++)
+    V_UNROLL(NV_MAX)
+    for (v = 0; v < NV; v++) {
+      if (load_c) {
+        acc[r][v] = V_LOAD(c + r * ldc + V_W * v);
+        if (scale)
+          acc[r][v] = V_MUL(acc[r][v], V_LOAD(scale + V_W * v));
+      } else {
+        acc[r][v] = V_ZERO();
+      }
+    }
+  for (t = 0; t < kc; t++) {
+    V bv[NV_MAX];
+    V_UNROLL(NV_MAX)
+    for (v = 0; v < NV; v++)
+      bv[v] = V_LOAD(b + V_W * v);
+#pragma GCC unroll 8
+    for (r = 0; r < MR; r++) {
+      V av = V_BCAST(a + r * ars);
+      V_UNROLL(NV_MAX)
+      for (v = 0; v < NV; v++)
+        acc[r][v] = V_FMADD(av, bv[v], acc[r][v]);
+    }
+    a += aks;
+    b += ldb;
+  }
+#pragma GCC unroll 8
+  for (r = 0; r < MR; r++)
+    V_UNROLL(NV_MAX)
+    for (v = 0; v < NV; v++)
+      V_STORE(c + r * ldc + V_W * v, acc[r][v]);
+}
+
+/* One instantiation per (MR, NV), picked at run time for the edges. */
+#define MICRO_CASE(MR, NV)                                                     \
+  case (MR - 1) * NV_MAX + (NV - 1):                                           \
+    micro(MR, NV, c, ldc, a, ars, aks, b, ldb, kc, load_c, scale);             \
+    break;
+#if NV_MAX == 2
+#define MICRO_ROW(MR) MICRO_CASE(MR, 1) MICRO_CASE(MR, 2)
+#elif NV_MAX == 4
+#define MICRO_ROW(MR)                                                          \
+  MICRO_CASE(MR, 1) MICRO_CASE(MR, 2) MICRO_CASE(MR, 3) MICRO_CASE(MR, 4)
+#else
+#error "attn-simd.c.h: NV_MAX must be 2 or 4"
+#endif
+#if MR_MAX != 6
+#error "attn-simd.c.h: micro_any instantiates MR 1..6"
+#endif
+
+static void micro_any(int mr, int nv, float *c, int64_t ldc, const float *a,
+                      int64_t ars, int64_t aks, const float *b, int64_t ldb,
+                      int64_t kc, int load_c, const float *scale)
+{
+  switch ((mr - 1) * NV_MAX + (nv - 1)) {
+    MICRO_ROW(1) MICRO_ROW(2) MICRO_ROW(3) MICRO_ROW(4) MICRO_ROW(5)
+    MICRO_ROW(6)
+  default:
+    break;
+  }
+}
+
+/* C [n][ld] over rows of A, vectors of Bm: the blocking loop shared by both
+ * products (V_W*NV_MAX query rows, then MR rows of A at a time).  Rows are
+ * padded to AB__ATTN_ROW_PAD, a multiple of V_W, so vectors are whole. */
+static void tile_product(float *c, int64_t ldc, const float *a, int64_t ars,
+                         int64_t aks, const float *b, int64_t ldb, int64_t kc,
+                         int64_t n, int64_t m, int load_c, const float *scale)
+{
+  int64_t nvec = (m + V_W - 1) / V_W, i0, r0;
+
+  for (i0 = 0; i0 < nvec * V_W; i0 += V_W * NV_MAX) {
+    int nv = (int)(nvec - i0 / V_W < NV_MAX ? nvec - i0 / V_W : NV_MAX);
+    for (r0 = 0; r0 < n; r0 += MR_MAX) {
+      int mr = (int)(n - r0 < MR_MAX ? n - r0 : MR_MAX);
+      if (mr == MR_MAX && nv == NV_MAX)
+        micro(MR_MAX, NV_MAX, c + r0 * ldc + i0, ldc, a + r0 * ars, ars, aks,
+              b + i0, ldb, kc, load_c, scale ? scale + i0 : NULL);
+      else
+        micro_any(mr, nv, c + r0 * ldc + i0, ldc, a + r0 * ars, ars, aks,
+                  b + i0, ldb, kc, load_c, scale ? scale + i0 : NULL);
+    }
+  }
+}
+
+static void V_FN(qk_tile)(float *s, int64_t lds, const float *k, int64_t ldk,
+                          const float *qt, int64_t ldq, int64_t nk, int64_t d,
+                          int64_t m)
+{
+  tile_product(s, lds, k, ldk, 1, qt, ldq, d, nk, m, 0, NULL);
+}
+
+static void V_FN(pv_tile)(float *ot, int64_t ldo, const float *alpha,
+                          const float *v, int64_t ldv, const float *p,
+                          int64_t ldp, int64_t nk, int64_t dv, int64_t m)
+{
+  tile_product(ot, ldo, v, 1, ldv, p, ldp, nk, dv, m, 1, alpha);
+}
+
+/* ==== tanh ============================================================== */
+
+/* tanh(x) to a few ulp: x + x^3 P(x^2) below 0.625 (Cephes tanhf), else
+ * 1 - 2 / (exp(2|x|) + 1), sign restored. */
+AI V tanh_v(V x)
+{
+  const V sign = V_SET1(-0.0f);
+  V ax = V_ANDNOT(sign, x), z = V_MUL(ax, ax), p, big, e;
+
+  p = V_SET1(-5.70498872745e-3f);
+  p = V_FMADD(p, z, V_SET1(2.06390887954e-2f));
+  p = V_FMADD(p, z, V_SET1(-5.37397155531e-2f));
+  p = V_FMADD(p, z, V_SET1(1.33314422036e-1f));
+  p = V_FMADD(p, z, V_SET1(-3.33332819422e-1f));
+  p = V_FMADD(V_MUL(p, z), ax, ax);
+  e = V_EXP(V_MIN(V_SET1(88.0f), V_ADD(ax, ax)));
+  big = V_SUB(V_SET1(1.0f), V_DIV(V_SET1(2.0f), V_ADD(e, V_SET1(1.0f))));
+  p = V_SEL(V_CMP(ax, V_SET1(0.625f), _CMP_LT_OQ), big, p);
+  return V_OR(p, V_AND(x, sign));
+}
+
+/* ==== softmax of a tile ================================================= */
+
+/* Score vector (rows i0 .. i0+V_W-1, tile key j) after softcap, biases and
+ * masks. */
+AI V finish_scores(const struct ab__attn_tile *t, int64_t i0, int64_t j,
+                   int has_cap, int has_bptr, int has_tb, int has_mask,
+                   const float *bcontig, VI lo, VI hi)
+{
+  V x = V_LOAD(t->s + j * t->ld + i0);
+
+  if (has_cap)
+    x = V_MUL(V_SET1(t->softcap), tanh_v(x));
+  if (has_bptr) {
+    if (bcontig) {
+      x = V_ADD(x, V_LOADU(bcontig - j));
+    } else {
+      float g[V_W];
+      int u;
+      for (u = 0; u < V_W; u++)
+        g[u] = t->bptr[i0 + u][-j];
+      x = V_ADD(x, V_LOADU(g));
+    }
+  }
+  if (has_tb)
+    x = V_ADD(x, V_LOAD(t->tb + j * t->ld + i0));
+  if (has_mask)
+    x = V_SEL(V_VISIBLE(lo, hi, VI_SET1((int)j)), V_SET1(-INFINITY), x);
+  return x;
+}
+
+AI void softmax_body(const struct ab__attn_tile *t, int has_cap, int has_bptr,
+                     int has_tb, int has_mask)
+{
+  const V ninf = V_SET1(-INFINITY);
+  int64_t i0, j, nk = t->nk, ld = t->ld;
+
+  for (i0 = 0; i0 < t->m; i0 += V_W) {
+    VI lo = VI_ZERO(), hi = VI_ZERO();
+    const float *bcontig = NULL;
+    V vmax = ninf, mold, mnew, mu, sum = V_ZERO(), l;
+
+    if (has_mask) {
+      lo = VI_LOADU(t->lo + i0);
+      hi = VI_LOADU(t->hi + i0);
+    }
+    if (has_bptr) {
+      /* One load per key when the rows' tables are consecutive. */
+      int u, ok = 1;
+      for (u = 1; u < V_W; u++)
+        ok &= t->bptr[i0 + u] == t->bptr[i0] + u;
+      bcontig = ok ? t->bptr[i0] : NULL;
+    }
+    if (t->mode == AB__ATTN_FINAL) {
+      /* exp(x - max) / sum with the final max and sum; 0 when sum is 0. */
+      V m = V_LOAD(t->mx + i0), den;
+      VM live;
+      l = V_LOAD(t->l + i0);
+      live = V_CMP(l, V_ZERO(), _CMP_GT_OQ);
+      mu = V_MASKZ(V_CMP(m, ninf, _CMP_NEQ_OQ), m);
+      den = V_SEL(live, V_SET1(1.0f), l);
+      for (j = 0; j < nk; j++) {
+        V x = finish_scores(t, i0, j, has_cap, has_bptr, has_tb, has_mask,
+                            bcontig, lo, hi);
+        V p = V_DIV(V_EXP(V_SUB(x, mu)), den);
+        V_STORE(t->s + j * ld + i0, V_MASKZ(live, p));
+      }
+      continue;
+    }
+    /* Pass 1: finished scores and their row max. */
+    if (!has_cap && !has_bptr && !has_tb && !has_mask) {
+      for (j = 0; j < nk; j++)
+        vmax = V_MAX(vmax, V_LOAD(t->s + j * ld + i0));
+    } else {
+      for (j = 0; j < nk; j++) {
+        V x = finish_scores(t, i0, j, has_cap, has_bptr, has_tb, has_mask,
+                            bcontig, lo, hi);
+        V_STORE(t->s + j * ld + i0, x);
+        vmax = V_MAX(vmax, x);
+      }
+    }
+    /* Pass 2: exponentials against the new running max.  A row that has
+     * seen only -inf subtracts 0, so exp(-inf - 0) = 0, never NaN. */
+    mold = V_LOAD(t->mx + i0);
+    mnew = V_MAX(mold, vmax);
+    mu = V_MASKZ(V_CMP(mnew, ninf, _CMP_NEQ_OQ), mnew);
+    for (j = 0; j < nk; j++) {
+      V p = V_EXP(V_SUB(V_LOAD(t->s + j * ld + i0), mu));
+      V_STORE(t->s + j * ld + i0, p);
+      sum = V_ADD(sum, p);
+    }
+    {
+      V alpha = V_EXP(V_SUB(mold, mu));
+      l = V_FMADD(V_LOAD(t->l + i0), alpha, sum);
+      V_STORE(t->alpha + i0, alpha);
+      V_STORE(t->l + i0, l);
+      V_STORE(t->mx + i0, mnew);
+    }
+  }
+}
+
+#define SOFTMAX_CASE(F)                                                        \
+  case F:                                                                      \
+    softmax_body(t, (F)&1, ((F) >> 1) & 1, ((F) >> 2) & 1, ((F) >> 3) & 1);   \
+    break;
+
+/* The four options select one of 16 specialised loops, so the common
+ * cases (no option; a distance-table bias; a mask on the diagonal tiles)
+ * run without tests in the inner loop. */
+static void V_FN(softmax_tile)(const struct ab__attn_tile *t)
+{
+  int f = (t->softcap > 0.0f) | (t->bptr != NULL) << 1 | (t->tb != NULL) << 2 |
+          (t->lo != NULL) << 3;
+
+  switch (f) {
+    SOFTMAX_CASE(0) SOFTMAX_CASE(1) SOFTMAX_CASE(2) SOFTMAX_CASE(3)
+    SOFTMAX_CASE(4) SOFTMAX_CASE(5) SOFTMAX_CASE(6) SOFTMAX_CASE(7)
+    SOFTMAX_CASE(8) SOFTMAX_CASE(9) SOFTMAX_CASE(10) SOFTMAX_CASE(11)
+    SOFTMAX_CASE(12) SOFTMAX_CASE(13) SOFTMAX_CASE(14) SOFTMAX_CASE(15)
+  default:
+    break;
+  }
+}
