@@ -211,8 +211,9 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err);
 /* Find the tensor named by the dotted path ("q", "bias.table",
  * "bias.layers.0.weight"): first among the safetensors tensors, else in the
  * JSON params in any of the three forms of API.md.  Returns 1 and fills
- * *out (any float dtype; data in the body or the arena), 0 when absent (an
- * error if `required`), -1 on error with err naming the JSON pointer. */
+ * *out (any float dtype, or int32 from a safetensors body; data in the body
+ * -- read-only -- or the arena), 0 when absent (an error if `required`), -1
+ * on error with err naming the JSON pointer. */
 int srv_codec_tensor(struct srv_call *c, const char *path, int required,
                      struct ab_tensor *out, struct srv_err *err);
 

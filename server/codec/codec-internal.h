@@ -17,17 +17,24 @@
 
 /* Arrays of at least this many numbers, as the value of a "data" member,
  * are parsed by the codec's own number parser instead of becoming one
- * jansson node per number (see numspan.c). */
+ * jansson node per number; strings of at least SRV_CODEC_B64_MIN base64
+ * characters, as the value of a "b64" member, are decoded straight from
+ * the body instead of being copied by jansson (see json-text.c). */
 #define SRV_CODEC_SPAN_MIN 64
+#define SRV_CODEC_B64_MIN 256
 
 /* ---- per-call codec state (c->codec, in the arena) ---------------------- */
 
-/* One "data" array the pre-scan parsed itself.  In the text handed to
- * jansson the array is replaced by the string "\u0000<index>", which no
- * request can contain (see numspan.c). */
+/* One value the pre-scan lifted out of the text: a "data" number array
+ * (v, n) or a "b64" string (text, len: its characters in the body, all of
+ * the base64 alphabet).  In the text handed to jansson the value is
+ * replaced by the string "\u0000<index>", which no request can contain
+ * (see json-text.c). */
 struct srv_codec_span {
-  const double *v; /* the numbers, exactly as jansson would have read them */
+  const double *v; /* numbers, exactly as jansson would have read them */
   int64_t n;
+  const char *text; /* v == NULL: the string's characters, no quotes */
+  size_t len;
 };
 
 struct srv_codec_state {
@@ -61,9 +68,12 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
                                 size_t len, const char *what,
                                 struct srv_err *err);
 
-/* If j is a placeholder left by the pre-scan, return its span; else NULL. */
+/* If j is the placeholder of a lifted number array, return its span; else
+ * NULL.  srv_codec__span_str: the same for a lifted base64 string. */
 const struct srv_codec_span *srv_codec__span(const struct srv_call *c,
                                              const json_t *j);
+const struct srv_codec_span *srv_codec__span_str(const struct srv_call *c,
+                                                 const json_t *j);
 
 /* Parse one JSON number token s[0..n) exactly as jansson 2.14 does
  * (integers through int64 then converted to double, reals by correctly

@@ -2,7 +2,8 @@
  * parsing request texts with jansson behind a pre-scan that (1) bounds the
  * nesting depth before jansson's recursive parser sees the text and (2)
  * lifts large "data" number arrays out of the text so that they are parsed
- * straight into a double array instead of one jansson node per number.
+ * straight into a double array instead of one jansson node per number, and
+ * large "b64" strings so that they are decoded from the body in place.
  *
  * How (2) stays invisible: each lifted array is fed to jansson as the
  * string "\u0000<index>" (through json_load_callback, so the body is never
@@ -10,9 +11,10 @@
  * itself: without the `\u0000` escape no JSON string holds a NUL byte, and
  * a text that contains `\u0000` anywhere is parsed without lifting (and
  * without JSON_ALLOW_NUL), exactly as before.  Numbers are read with
- * jansson's rules (srv_codec__parse_number), and arrays holding anything
- * but numbers and the strings "inf", "-inf", "nan" are left to jansson, so
- * values and errors are the same on both paths. */
+ * jansson's rules (srv_codec__parse_number), arrays holding anything but
+ * numbers and the strings "inf", "-inf", "nan" are left to jansson, and so
+ * are strings with any character outside the base64 alphabet, so values
+ * and errors are the same on both paths. */
 #include "codec-internal.h"
 
 #include <math.h>
@@ -232,9 +234,11 @@ static size_t span_string(const char *p, const char *e, double *v)
   return 0;
 }
 
-/* Add a lifted span (values v[0..n)) for text[pos, end) to s and c. */
+/* Add a lifted span for text[pos, end) to s and c: numbers v[0..n), or
+ * (v NULL) the string str[0..slen). */
 static int record_lift(struct scan *s, size_t pos, size_t end,
-                       const double *v, int64_t n, struct srv_err *err)
+                       const double *v, int64_t n, const char *str,
+                       size_t slen, struct srv_err *err)
 {
   struct srv_codec_state *st = s->c->codec;
 
@@ -268,6 +272,8 @@ static int record_lift(struct scan *s, size_t pos, size_t end,
   }
   st->spans[st->nspans].v = v;
   st->spans[st->nspans].n = n;
+  st->spans[st->nspans].text = str;
+  st->spans[st->nspans].len = slen;
   s->lifts[s->nlifts].start = pos;
   s->lifts[s->nlifts].end = end;
   s->lifts[s->nlifts].index = st->nspans;
@@ -329,8 +335,50 @@ static int try_lift(struct scan *s, size_t pos, size_t *end,
     p++;
   }
   *end = (size_t)(close - t) + 1;
-  r = record_lift(s, pos, *end, v, n, err);
+  r = record_lift(s, pos, *end, v, n, NULL, 0, err);
   return r;
+}
+
+/* 1 for the characters of padded base64 (RFC 4648 alphabet and '='). */
+static const uint8_t g_b64ch[256] = {
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1,
+    ['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1,
+    ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1,
+    ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+    ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1,
+    ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1,
+    ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1,
+    ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1, ['0'] = 1, ['1'] = 1,
+    ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+    ['8'] = 1, ['9'] = 1, ['+'] = 1, ['/'] = 1, ['='] = 1,
+};
+
+/* Try to lift the string t[pos..end] (quotes included) of a "b64" member:
+ * only when every character is of the base64 alphabet, so jansson would
+ * have read it unchanged.  Returns 1, 0 (left to jansson) or -1. */
+static int try_lift_b64(struct scan *s, size_t pos, size_t end,
+                        struct srv_err *err)
+{
+  const char *t = s->t;
+  size_t i, len = end - pos - 1;
+  uint8_t all = 1;
+
+  /* The span points into the text, so only a text that lives as long as
+   * the call (the body, not a safetensors header string) qualifies. */
+  if (len < SRV_CODEC_B64_MIN || !s->c->body ||
+      (uintptr_t)t < (uintptr_t)s->c->body ||
+      (uintptr_t)(t + s->len) > (uintptr_t)(s->c->body + s->c->body_len))
+    return 0;
+  for (i = pos + 1; i < end; i++)
+    all &= g_b64ch[(uint8_t)t[i]];
+  if (!all)
+    return 0;
+  if (s->lift_ok < 0)
+    s->lift_ok = memmem(t, s->len, "\\u0000", 6) == NULL;
+  if (!s->lift_ok)
+    return 0;
+  return record_lift(s, pos, end + 1, NULL, 0, t + pos + 1, len, err);
 }
 
 /* Byte offset of the closing quote of the string opening at t[pos], or
@@ -394,6 +442,11 @@ static int prescan(struct scan *s, const char *what, struct srv_err *err)
         fr[depth - 1].koff = pos + 1;
         fr[depth - 1].klen = end - pos - 1;
         fr[depth - 1].want_key = 0;
+      } else if (s->c && depth && fr[depth - 1].obj &&
+                 fr[depth - 1].klen == 3 &&
+                 memcmp(t + fr[depth - 1].koff, "b64", 3) == 0) {
+        if (try_lift_b64(s, pos, end, err) < 0)
+          return -1;
       }
       pos = end + 1;
       break;
@@ -577,7 +630,8 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
   return j;
 }
 
-const struct srv_codec_span *srv_codec__span(const struct srv_call *c,
+/* The span a placeholder string names, of either kind, or NULL. */
+static const struct srv_codec_span *span_any(const struct srv_call *c,
                                              const json_t *j)
 {
   const struct srv_codec_state *st = c ? c->codec : NULL;
@@ -599,4 +653,18 @@ const struct srv_codec_span *srv_codec__span(const struct srv_call *c,
   if (idx >= st->nspans)
     return NULL;
   return &st->spans[idx];
+}
+
+const struct srv_codec_span *srv_codec__span(const struct srv_call *c,
+                                             const json_t *j)
+{
+  const struct srv_codec_span *sp = span_any(c, j);
+  return sp && sp->v ? sp : NULL;
+}
+
+const struct srv_codec_span *srv_codec__span_str(const struct srv_call *c,
+                                                 const json_t *j)
+{
+  const struct srv_codec_span *sp = span_any(c, j);
+  return sp && !sp->v ? sp : NULL;
 }

@@ -253,9 +253,9 @@ static const char g_digits2[201] =
     "606162636465666768697071727374757677787980818283848586878889"
     "90919293949596979899";
 
-/* Write digits*10^exp (digits without trailing zeros is not required) in
- * the shorter of plain and exponent notation (plain on a tie).  Returns
- * the length. */
+/* Write digits*10^exp (olen digits, printed as given) in the shorter of
+ * plain and exponent notation, plain on a tie: "0.01" but "1e-3", "100"
+ * but "1e3".  Returns the length. */
 static size_t write_decimal(char *buf, int neg, uint64_t digits, int olen,
                             int32_t exp)
 {

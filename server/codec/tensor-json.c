@@ -377,17 +377,19 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
   s.dtype = dtype;
   if (jb) {
     int64_t want = n * (int64_t)ab_dtype_size((enum ab_dtype)dtype), got;
+    const struct srv_codec_span *bs = srv_codec__span_str(c, jb);
     const char *b;
     size_t blen, bad;
     snprintf(fp, sizeof fp, "%s", ptr);
     srv_codec__pointer_add(fp, sizeof fp, "b64", 3);
-    if (!json_is_string(jb))
+    if (!bs && !json_is_string(jb))
       return srv_fail(err, 400, fp, "%s is %s, expected a base64 string",
                       fp, type_name(jb));
     if (n > INT64_MAX / 8)
       return srv_fail(err, 400, fp, "%s: shape has too many elements", fp);
-    b = json_string_value(jb);
-    blen = json_string_length(jb);
+    /* A long base64 text is read where it lies in the body. */
+    b = bs ? bs->text : json_string_value(jb);
+    blen = bs ? bs->len : json_string_length(jb);
     got = srv_codec__b64_decoded_len(b, blen);
     if (got < 0)
       return srv_fail(err, 400, fp,

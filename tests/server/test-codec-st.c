@@ -527,3 +527,36 @@ TEST(npy_loads_in_numpy)
                   "-inf 6.0");
   return 0;
 }
+
+/* A long base64 tensor inside __metadata__.params: that text is a string
+ * of the header, not the body, so it is decoded through jansson's copy --
+ * and must still be right after the header is gone. */
+TEST(st_params_b64_tensor)
+{
+  enum { N = 200 };
+  float y[N];
+  char b64[1100], hdr[1400];
+  struct srv_call c;
+  struct srv_err err;
+  struct ab_tensor t;
+  struct body b;
+  size_t el = srv_codec__b64_encoded_len(sizeof y);
+  int i;
+
+  for (i = 0; i < N; i++)
+    y[i] = (float)i * 0.5f - 7.0f;
+  srv_codec__b64_encode(b64, y, sizeof y);
+  b64[el] = '\0';
+  snprintf(hdr, sizeof hdr,
+           "{\"__metadata__\":{\"params\":\"{\\\"y\\\": {\\\"shape\\\": [%d], "
+           "\\\"b64\\\": \\\"%s\\\"}}\"}}",
+           N, b64);
+  b = st_body(hdr, 0, NULL, 0);
+  CHECK_EQ_I64(st_decode(&c, b, &err), 0);
+  CHECK_EQ_I64(srv_codec_tensor(&c, "y", 1, &t, &err), 1);
+  CHECK_EQ_I64(t.shape[0], N);
+  CHECK(memcmp(t.data, y, sizeof y) == 0);
+  call_free(&c);
+  free(b.p);
+  return 0;
+}
