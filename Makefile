@@ -134,6 +134,7 @@ test-isa: $(TESTS)
 	  AB_ISA=$$isa $(TESTS) || exit 1; done
 
 asan:
+	ATTNBIAS_TEST_LDFLAGS="-fsanitize=address,undefined" \
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \
 	  CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	  LDFLAGS="-fsanitize=address,undefined" test

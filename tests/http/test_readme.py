@@ -154,7 +154,9 @@ def test_c_example(binary):
         # The README's paths (lib/include, build/libattnbias.a) resolve here.
         os.symlink(os.path.join(ROOT, "lib"), os.path.join(tmp, "lib"))
         os.symlink(bdir, os.path.join(tmp, "build"))
-        cc = cc_lines[0] + " -Wall -Wextra -Werror"
+        # Under `make asan` the library is instrumented: link the runtime too.
+        cc = "%s -Wall -Wextra -Werror %s" % (
+            cc_lines[0], os.environ.get("ATTNBIAS_TEST_LDFLAGS", ""))
         p = subprocess.run(["bash", "-c", cc], cwd=tmp, capture_output=True, text=True,
                            timeout=120)
         assert p.returncode == 0, "%s\n%s" % (cc, p.stderr)
