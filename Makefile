@@ -144,7 +144,7 @@ asan:
 # objects (the library itself is never built with -march=native), builds the
 # server and the bare libmicrohttpd yardstick, then prints the table and
 # writes bench/results.json.  BENCH_QUICK=1 for a fast smoke run;
-# `make bench-deps` installs the optional peer (python3-torch) and wrk.
+# `make bench-deps` installs the optional peer (python3-torch + OpenBLAS), wrk.
 BENCH_SRC   := $(filter-out bench/bare-server.c,$(wildcard bench/*.c))
 BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_BIN    = $(BUILD)/bench/bench

@@ -1,0 +1,176 @@
+/* bench.h: shared pieces of the attnbias benchmark program (bench/) --
+ * the thread pool that runs library jobs, the roofline probes, timing and
+ * statistics helpers, the result sink (stdout table + results.json), and
+ * the entry points of each benchmark section. */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "attnbias.h"
+
+/* ======================================================================
+ * options (bench.c parses them once; read-only afterwards)
+ * ====================================================================== */
+struct bench_opts {
+  int threads;            /* pool size, also the probes' thread count */
+  int quick;              /* BENCH_QUICK=1 / --quick: a fast smoke run */
+  const char *only;       /* comma list of sections, NULL: all */
+  const char *out;        /* results.json path */
+  const char *server;     /* attnbiasd binary, or NULL */
+  const char *bare;       /* bare-server binary, or NULL */
+  const char *torch;      /* torch_bench.py path, or NULL */
+  const char *lua;        /* wrk Lua script */
+  const char *python;     /* interpreter for the torch peer */
+  double http_seconds;    /* duration of one wrk load */
+};
+extern struct bench_opts g_opt;
+
+/* Processes the bench started (servers, wrk, the torch peer): registered
+ * so that they are killed even when the bench is interrupted. */
+void bench_child_add(pid_t pid);
+void bench_child_remove(pid_t pid);
+
+/* 1 when section `name` is selected by --only (or no --only given). */
+int bench_want(const char *name);
+
+/* ======================================================================
+ * time and statistics
+ * ====================================================================== */
+double bench_now(void); /* CLOCK_MONOTONIC seconds */
+
+/* Up to BENCH_MAX_REPS samples of one measured thing. */
+#define BENCH_MAX_REPS 64
+struct bench_samples {
+  int n;
+  double v[BENCH_MAX_REPS];
+};
+void bench_samples_add(struct bench_samples *s, double v);
+/* Median, min, max of the samples (NaN when there are none). */
+double bench_median(const struct bench_samples *s);
+double bench_min(const struct bench_samples *s);
+double bench_max(const struct bench_samples *s);
+
+/* Deterministic fill with uniform values in [-amp, amp] (xorshift). */
+void bench_fill(float *x, size_t n, uint64_t seed, float amp);
+/* 64-byte aligned allocation that exits with a message when it fails (the
+ * bench cannot do anything useful without its buffers); free with free(). */
+void *bench_alloc(size_t bytes);
+
+/* ======================================================================
+ * the pool: N threads (the caller is thread 0), pieces from an atomic
+ * counter, a private scratch buffer per thread
+ * ====================================================================== */
+struct bench_pool;
+typedef void (*bench_piece_fn)(void *ctx, int64_t piece, int tid,
+                               void *scratch);
+
+struct bench_pool *bench_pool_new(int threads);
+void bench_pool_free(struct bench_pool *p);
+int bench_pool_threads(const struct bench_pool *p);
+/* Run fn for pieces 0..n-1 over all threads; each thread gets a scratch
+ * buffer of at least `scratch` bytes.  Returns when every piece is done. */
+void bench_pool_run(struct bench_pool *p, int64_t n, size_t scratch,
+                    bench_piece_fn fn, void *ctx);
+/* Every thread runs fn(ctx, tid, tid, NULL) exactly once (probes). */
+void bench_pool_each(struct bench_pool *p, bench_piece_fn fn, void *ctx);
+/* Run every piece of a library job; returns the first failing status. */
+enum ab_status bench_pool_job(struct bench_pool *p, const ab_job_t *job);
+
+/* ======================================================================
+ * roofline probes (probe.c, probe-avx2.c, probe-avx512.c)
+ * ====================================================================== */
+/* The three ceilings, for percentages. */
+enum bench_ceiling { BENCH_CEIL_FMA, BENCH_CEIL_TRIAD, BENCH_CEIL_NT };
+
+struct bench_machine {
+  double fma_gflops;   /* FP32 FMA GFLOP/s, all pool threads */
+  double triad_gbs;    /* a = b + s*c, STREAM byte count (12 B/element) */
+  double nt_store_gbs; /* the same triad with non-temporal stores */
+  const char *probe_isa; /* "avx512", "avx2" or "scalar" */
+  int threads;
+};
+/* Measure the machine (several repetitions, printed) and keep the
+ * calibration for the in-round probes below. */
+void bench_probes(struct bench_pool *pool, struct bench_machine *m);
+/* One short repetition (~25 ms FMA, ~10 ms triad) to run inside a round of
+ * kernel repetitions, so the kernel's % is against the machine as it was
+ * in those same rounds.  GFLOP/s or GB/s; the best ever seen is kept. */
+double bench_probe_fma_once(struct bench_pool *pool);
+double bench_probe_triad_once(struct bench_pool *pool, int nt);
+/* The best figure seen so far for a ceiling (for the table's %). */
+double bench_ceiling_now(enum bench_ceiling c);
+/* Set m to the best figures seen during the whole run; free the arrays. */
+void bench_probes_done(struct bench_machine *m);
+
+/* ISA-specific probe kernels (only called after a cpuid check). */
+double bench_fma_avx512(int64_t iters); /* returns flops done */
+void bench_triad_avx512(float *a, const float *b, const float *c, float s,
+                        int64_t n, int nt);
+double bench_fma_avx2(int64_t iters);
+void bench_triad_avx2(float *a, const float *b, const float *c, float s,
+                      int64_t n, int nt);
+
+/* ======================================================================
+ * results: the stdout table is printed as each row is measured; the
+ * entries are also collected for results.json
+ * ====================================================================== */
+/* Start an entry {"name": name, ...}; add members; end it. */
+void res_begin(const char *name);
+void res_str(const char *key, const char *val);
+void res_num(const char *key, double val); /* non-finite -> null */
+void res_int(const char *key, int64_t val);
+/* A percentage of one of the machine's ceilings: `val` is the figure
+ * (GFLOP/s or GB/s); 100 * val / ceiling is written by res_write with the
+ * best ceiling of the whole run, so results.json is self-consistent. */
+void res_pct(const char *key, double val, enum bench_ceiling ceil);
+void res_end(void);
+/* Write {"machine": {...}, "results": [...]} to path. */
+int res_write(const char *path, const struct bench_machine *m,
+              const char *isa);
+
+/* Print a section heading / a skip line on stdout (flushed). */
+void bench_section(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void bench_skip(const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ======================================================================
+ * the torch peer (peer.c): a /usr/bin/python3 coprocess running
+ * torch_bench.py, asked for one timed repetition at a time so that its
+ * runs interleave with ours
+ * ====================================================================== */
+/* Start the peer; 0 when it runs, -1 (a clear line printed) when not. */
+int peer_start(void);
+int peer_alive(void);
+int peer_has_sdpa(void);
+/* One repetition: returns milliseconds, or a negative value on error (the
+ * peer is then stopped).  impl "matmul"|"sdpa"; variant as ours. */
+double peer_attention(const char *impl, const char *variant, int hq,
+                      int hkv, int n, int d);
+double peer_rope(const char *pairing, int n);
+void peer_stop(void);
+
+/* ======================================================================
+ * sections
+ * ====================================================================== */
+/* Each prints its rows and records its results.json entries. */
+void bench_attention(struct bench_pool *pool);
+void bench_rope(struct bench_pool *pool);
+void bench_bias(struct bench_pool *pool);
+void bench_codec(void);
+void bench_service(struct bench_pool *pool);
+
+/* Time one dense fp32 attention [1,H,N,d] in process over the pool (q, k,
+ * v, out caller-allocated); returns seconds or a negative value. */
+double bench_attention_once(struct bench_pool *pool, float *q, float *k,
+                            float *v, float *out, int h, int n, int d);
+
+/* Serialise q, k, v [1,h,n,d] float32 as a safetensors file (malloc'd,
+ * *len set).  Used by the codec and service sections. */
+char *bench_safetensors_qkv(const float *q, const float *k, const float *v,
+                            int h, int n, int d, size_t *len);
+
+#endif /* BENCH_H */

@@ -1,0 +1,286 @@
+/* codec.c: the server's codecs measured in process, by calling them through
+ * srv.h exactly as a request would (decode the body, fetch the tensor;
+ * encode the outputs): JSON float parse and emit, base64-in-JSON parse and
+ * safetensors parse.  Built with BENCH_HAVE_CODEC=1 when server/codec/
+ * exists (the Makefile decides); otherwise the section says it is skipped.
+ * Also home of bench_safetensors_qkv, which the service section shares. */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+char *bench_safetensors_qkv(const float *q, const float *k, const float *v,
+                            int h, int n, int d, size_t *len)
+{
+  const size_t one = (size_t)h * n * d * 4;
+  char hdr[512];
+  int hl;
+  size_t pad, total;
+  char *buf;
+
+  /* safetensors: u64 little-endian header length, the JSON header (padded
+   * with spaces to 8 bytes, as the reference writer does), then the raw
+   * little-endian data at the offsets the header gives. */
+  hl = snprintf(hdr, sizeof hdr,
+                "{\"__metadata__\":{\"params\":\"{}\"},"
+                "\"q\":{\"dtype\":\"F32\",\"shape\":[1,%d,%d,%d],"
+                "\"data_offsets\":[0,%zu]},"
+                "\"k\":{\"dtype\":\"F32\",\"shape\":[1,%d,%d,%d],"
+                "\"data_offsets\":[%zu,%zu]},"
+                "\"v\":{\"dtype\":\"F32\",\"shape\":[1,%d,%d,%d],"
+                "\"data_offsets\":[%zu,%zu]}}",
+                h, n, d, one, h, n, d, one, 2 * one, h, n, d, 2 * one,
+                3 * one);
+  pad = (8 - (size_t)hl % 8) % 8;
+  total = 8 + (size_t)hl + pad + 3 * one;
+  buf = malloc(total);
+  if (!buf)
+    return NULL;
+  for (int i = 0; i < 8; i++)
+    buf[i] = (char)(((uint64_t)hl + pad) >> (8 * i) & 0xff);
+  memcpy(buf + 8, hdr, (size_t)hl);
+  memset(buf + 8 + hl, ' ', pad);
+  /* x86 and every platform the server targets are little-endian, as
+   * safetensors requires, so the floats are copied as they are. */
+  memcpy(buf + 8 + hl + pad, q, one);
+  memcpy(buf + 8 + hl + pad + one, k, one);
+  memcpy(buf + 8 + hl + pad + 2 * one, v, one);
+  *len = total;
+  return buf;
+}
+
+#if BENCH_HAVE_CODEC
+
+#include "srv.h"
+
+/* The server keeps its configuration in srv_cfg, defined next to main()
+ * which the bench does not link.  This weak definition stands in when no
+ * linked server object defines it; a strong one wins when one does. */
+struct srv_config srv_cfg __attribute__((weak));
+
+/* The same set-up and tear-down as http/call.c does for a request. */
+static void call_init(struct srv_call *c, const char *ctype, const char *body,
+                      size_t len)
+{
+  memset(c, 0, sizeof *c);
+  srv_arena_init(&c->arena, 0);
+  srv_buf_init(&c->custom, 0);
+  srv_buf_init(&c->ignored, 0);
+  srv_buf_init(&c->resp_body, 0);
+  c->out_dtype = AB_DTYPE_F32;
+  c->content_type = ctype;
+  c->body = body;
+  c->body_len = len;
+}
+
+static void call_release(struct srv_call *c)
+{
+  json_decref(c->params);
+  c->params = NULL;
+  srv_buf_free(&c->custom);
+  srv_buf_free(&c->ignored);
+  srv_buf_free(&c->resp_body);
+  srv_arena_free(&c->arena);
+}
+
+/* Decode `body` as a request and fetch the named tensors; seconds or a
+ * negative value (the error printed once). */
+static double time_decode(const char *ctype, const char *body, size_t len,
+                          const char *const *names, int nnames,
+                          int64_t expect_numel)
+{
+  struct srv_call c;
+  struct srv_err err;
+  struct ab_tensor t;
+  double t0 = bench_now(), dt;
+  int i, ok = 1;
+
+  call_init(&c, ctype, body, len);
+  if (srv_codec_decode_request(&c, &err) != 0) {
+    printf("  decode failed: %d %s\n", err.http, err.detail);
+    ok = 0;
+  }
+  for (i = 0; ok && i < nnames; i++)
+    if (srv_codec_tensor(&c, names[i], 1, &t, &err) != 1 ||
+        ab_tensor_numel(&t) != expect_numel) {
+      printf("  tensor '%s' failed: %d %s\n", names[i], err.http, err.detail);
+      ok = 0;
+    }
+  dt = bench_now() - t0;
+  call_release(&c);
+  return ok ? dt : -1;
+}
+
+/* Text body {"x": {"shape": [n], "data": [...]}} with each float in its
+ * shortest round-trip form, as the server itself writes floats. */
+static char *json_body(const float *x, int64_t n, size_t *len)
+{
+  size_t cap = (size_t)n * 26 + 64, at = 0;
+  char *s = malloc(cap);
+  int64_t i;
+
+  if (!s)
+    return NULL;
+  at += (size_t)sprintf(s, "{\"x\": {\"shape\": [%lld], \"data\": [",
+                        (long long)n);
+  for (i = 0; i < n; i++) {
+    if (i)
+      s[at++] = ',';
+    at += srv_codec_fmt_f32(s + at, x[i]);
+  }
+  at += (size_t)sprintf(s + at, "]}}");
+  *len = at;
+  return s;
+}
+
+static char *b64_body(const float *x, int64_t n, size_t *len)
+{
+  static const char tb[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const unsigned char *p = (const unsigned char *)x;
+  size_t bytes = (size_t)n * 4, at, i;
+  char *s = malloc(bytes / 3 * 4 + 128);
+
+  if (!s)
+    return NULL;
+  at = (size_t)sprintf(s, "{\"x\": {\"shape\": [%lld], \"dtype\": "
+                          "\"float32\", \"b64\": \"",
+                       (long long)n);
+  for (i = 0; i + 3 <= bytes; i += 3) {
+    uint32_t w = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+
+    s[at++] = tb[w >> 18];
+    s[at++] = tb[w >> 12 & 63];
+    s[at++] = tb[w >> 6 & 63];
+    s[at++] = tb[w & 63];
+  }
+  if (bytes - i == 1) {
+    s[at++] = tb[p[i] >> 2];
+    s[at++] = tb[(p[i] & 3) << 4];
+    s[at++] = '=';
+    s[at++] = '=';
+  } else if (bytes - i == 2) {
+    s[at++] = tb[p[i] >> 2];
+    s[at++] = tb[(p[i] & 3) << 4 | p[i + 1] >> 4];
+    s[at++] = tb[(p[i + 1] & 15) << 2];
+    s[at++] = '=';
+  }
+  at += (size_t)sprintf(s + at, "\"}}");
+  *len = at;
+  return s;
+}
+
+static void report(const char *name, const struct bench_samples *s,
+                   double floats, double bytes)
+{
+  double med = bench_median(s);
+
+  if (s->n == 0)
+    return;
+  printf("   %-18s %8.2f ms [%.2f-%.2f]", name, med * 1e3, bench_min(s) * 1e3,
+         bench_max(s) * 1e3);
+  if (floats > 0)
+    printf(" %8.1f Mfloat/s %8.1f MB/s\n", floats / med * 1e-6,
+           bytes / med * 1e-6);
+  else
+    /* Far above memory bandwidth means the tensors were not copied: the
+     * decoder points into the body (zero copy) and reads its header. */
+    printf(" %8.2f GB/s%s\n", bytes / med * 1e-9,
+           bytes / med * 1e-9 > 100 ? " (zero copy: header parse only)" : "");
+  res_begin(name);
+  if (floats > 0) {
+    res_num("floats_per_s", floats / med);
+    res_num("mbs", bytes / med * 1e-6);
+  } else {
+    res_num("gbs", bytes / med * 1e-9);
+  }
+  res_num("bytes", bytes);
+  res_num("ms_median", med * 1e3);
+  res_end();
+}
+
+void bench_codec(void)
+{
+  const int64_t n = g_opt.quick ? (1 << 18) : (1 << 20);
+  const int reps = g_opt.quick ? 2 : 5, sh = 32, sn = g_opt.quick ? 512 : 2048,
+            sd = 128;
+  const char *const x1[1] = {"x"}, *const qkv[3] = {"q", "k", "v"};
+  float *x = bench_alloc((size_t)n * 4), *big;
+  struct bench_samples parse = {0}, emit = {0}, b64 = {0}, st = {0};
+  size_t jlen = 0, blen = 0, slen = 0, elen = 0;
+  char *jb, *bb, *sb = NULL;
+  int r;
+
+  bench_section("server codecs, in process (%lld floats; safetensors "
+                "q,k,v [1,%d,%d,%d])",
+                (long long)n, sh, sn, sd);
+  /* Defaults of API.md, in case the codec consults them. */
+  srv_cfg.max_body_mb = 256;
+  srv_cfg.max_output_mb = 1024;
+  srv_cfg.max_gflop = 10000;
+  bench_fill(x, (size_t)n, 31, 1.0f);
+  jb = json_body(x, n, &jlen);
+  bb = b64_body(x, n, &blen);
+  big = bench_alloc((size_t)sh * sn * sd * 4);
+  bench_fill(big, (size_t)sh * sn * sd, 32, 1.0f);
+  sb = bench_safetensors_qkv(big, big, big, sh, sn, sd, &slen);
+  free(big);
+  if (!jb || !bb || !sb) {
+    bench_skip("codecs", "out of memory building the bodies");
+    goto out;
+  }
+
+  for (r = -1; r < reps; r++) { /* r = -1: warm-up */
+    struct srv_call c;
+    struct srv_err err;
+    double t0, dt;
+
+    dt = time_decode("application/json", jb, jlen, x1, 1, n);
+    if (dt >= 0 && r >= 0)
+      bench_samples_add(&parse, dt);
+    dt = time_decode("application/json", bb, blen, x1, 1, n);
+    if (dt >= 0 && r >= 0)
+      bench_samples_add(&b64, dt);
+    dt = time_decode("application/vnd.safetensors", sb, slen, qkv, 3,
+                     (int64_t)sh * sn * sd);
+    if (dt >= 0 && r >= 0)
+      bench_samples_add(&st, dt);
+
+    call_init(&c, "application/json", "{}", 2);
+    c.fmt = SRV_FMT_JSON;
+    c.outputs[0].name = "x";
+    ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 1, &n);
+    c.noutputs = 1;
+    t0 = bench_now();
+    if (srv_codec_encode(&c, &err) == 0) {
+      dt = bench_now() - t0;
+      elen = c.resp_body.len;
+      if (r >= 0)
+        bench_samples_add(&emit, dt);
+    } else if (r < 0) {
+      printf("  encode failed: %d %s\n", err.http, err.detail);
+    }
+    call_release(&c);
+  }
+  printf("   %-18s %8s ms [min-max]    rate\n", "", "median");
+  report("json_parse", &parse, (double)n, (double)jlen);
+  report("json_emit", &emit, (double)n, (double)elen);
+  report("json_b64_parse", &b64, 0, (double)blen);
+  report("safetensors_parse", &st, 0, (double)slen);
+out:
+  free(x);
+  free(jb);
+  free(bb);
+  free(sb);
+}
+
+#else /* !BENCH_HAVE_CODEC */
+
+void bench_codec(void)
+{
+  bench_section("server codecs");
+  bench_skip("codecs", "the server's codec (server/codec/) was not built "
+                       "into this bench");
+}
+
+#endif

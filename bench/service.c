@@ -1,0 +1,716 @@
+/* service.c: the service end to end on loopback.  Starts build/attnbiasd
+ * (--port 0) and bench/bare-server (a bare libmicrohttpd server in the same
+ * threading mode answering a fixed body of the same size), drives both with
+ * wrk (64 connections, a Lua script POSTing a small /v1/bias request),
+ * interleaved A B A B; then times one binary (safetensors) /v1/attention
+ * request against the same attention run in process.  Every load is
+ * bounded in count and time, every wait has a deadline, and every process
+ * started here is killed before the section returns (and on Ctrl-C). */
+#include "bench.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The small request of the load test: an ALiBi table of 8 heads, 128 x 128
+ * (131072 floats, about 1 MB of JSON back). */
+static const char g_small_body[] =
+    "{\"method\": \"alibi\", \"num_heads\": 8, \"q_len\": 128, "
+    "\"k_len\": 128}";
+
+static char g_tmp[64]; /* this run's temporary directory */
+
+/* ==== processes ========================================================== */
+
+/* Start argv with stdout and stderr sent to files; the child dies with the
+ * bench (PR_SET_PDEATHSIG) even if the bench is killed hard. */
+static pid_t spawn(char *const argv[], const char *out, const char *err)
+{
+  pid_t pid = fork();
+
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fi = open("/dev/null", O_RDONLY);
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (fo < 0 || fe < 0 || fi < 0)
+      _exit(126);
+    dup2(fi, 0);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  bench_child_add(pid);
+  return pid;
+}
+
+/* Wait up to timeout seconds; 1 and *status when it exited, 0 if not. */
+static int wait_for(pid_t pid, double timeout, int *status)
+{
+  double end = bench_now() + timeout;
+
+  do {
+    pid_t r = waitpid(pid, status, WNOHANG);
+
+    if (r == pid || (r < 0 && errno == ECHILD))
+      return 1;
+    usleep(10000);
+  } while (bench_now() < end);
+  return 0;
+}
+
+/* SIGTERM (the server drains and exits), SIGKILL after 5 s. */
+static void stop(pid_t pid)
+{
+  int status;
+
+  if (pid <= 0)
+    return;
+  kill(pid, SIGTERM);
+  if (!wait_for(pid, 5.0, &status)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  bench_child_remove(pid);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+  FILE *f = fopen(path, "rb");
+  char *s;
+  long n;
+
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  s = malloc((size_t)(n > 0 ? n : 0) + 1);
+  if (s && n > 0 && fread(s, 1, (size_t)n, f) != (size_t)n)
+    n = 0;
+  if (s)
+    s[n > 0 ? n : 0] = '\0';
+  fclose(f);
+  if (len)
+    *len = (size_t)(n > 0 ? n : 0);
+  return s;
+}
+
+static int write_file(const char *path, const void *p, size_t n)
+{
+  FILE *f = fopen(path, "wb");
+  int ok;
+
+  if (!f)
+    return -1;
+  ok = fwrite(p, 1, n, f) == n;
+  return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* The port a server printed for --port 0: the number after "host:" (as in
+ * "listening on http://127.0.0.1:40123"), after the word "port", or a line
+ * that is only a number.  0 when none is there yet. */
+static int parse_port(const char *text)
+{
+  const char *line = text;
+
+  while (line && *line) {
+    const char *end = strchr(line, '\n'), *p;
+    char one[512];
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    long v;
+
+    if (len >= sizeof one)
+      len = sizeof one - 1;
+    memcpy(one, line, len);
+    one[len] = '\0';
+    if ((p = strstr(one, "127.0.0.1:")) || (p = strstr(one, "localhost:")))
+      p = strchr(p, ':') + 1;
+    else if ((p = strstr(one, "port")))
+      for (p += 4; *p && !isdigit((unsigned char)*p); p++)
+        if (isalpha((unsigned char)*p)) {
+          p = NULL;
+          break;
+        }
+    if (!p) {
+      for (p = one; *p == ' '; p++)
+        ;
+      if (!isdigit((unsigned char)*p) ||
+          strspn(p, "0123456789 \r") != strlen(p))
+        p = NULL;
+    }
+    if (p && (v = strtol(p, NULL, 10)) > 0 && v < 65536)
+      return (int)v;
+    line = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
+/* ==== a minimal HTTP/1.1 client (one request per connection) ============ */
+
+struct http_resp {
+  int status;
+  char ctype[128];
+  char *body; /* malloc'd, decoded from chunked if need be */
+  size_t len;
+};
+
+static void http_resp_free(struct http_resp *r)
+{
+  free(r->body);
+  memset(r, 0, sizeof *r);
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+  while (n) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Decode a chunked body in place; -1 if it is malformed or incomplete. */
+static long dechunk(char *b, size_t n, int *complete)
+{
+  size_t in = 0, out = 0;
+
+  *complete = 0;
+  for (;;) {
+    char *eol = memmem(b + in, n - in, "\r\n", 2);
+    unsigned long sz;
+
+    if (!eol)
+      return (long)out;
+    sz = strtoul(b + in, NULL, 16);
+    in = (size_t)(eol - b) + 2;
+    if (sz == 0) {
+      *complete = memmem(b + in, n - in, "\r\n", 2) != NULL;
+      return (long)out;
+    }
+    if (in + sz + 2 > n)
+      return (long)out;
+    memmove(b + out, b + in, sz);
+    out += sz;
+    in += sz + 2;
+  }
+}
+
+/* Send one request and read the whole response within timeout seconds.
+ * Returns 0 (r filled) or -1 (message printed). */
+static int http_do(int port, const char *method, const char *path,
+                   const char *ctype, const char *accept, const char *body,
+                   size_t blen, struct http_resp *r, double timeout)
+{
+  struct sockaddr_in sa;
+  struct timeval tv;
+  char hdr[512];
+  size_t cap = 1 << 16, have = 0, hend = 0, clen = 0;
+  int fd, one = 1, hl, chunked = 0, has_clen = 0, done = 0;
+  char *buf = NULL;
+  double end = bench_now() + timeout;
+
+  memset(r, 0, sizeof *r);
+  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  tv.tv_sec = (time_t)timeout;
+  tv.tv_usec = (suseconds_t)((timeout - (double)tv.tv_sec) * 1e6);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+    goto fail;
+  hl = snprintf(hdr, sizeof hdr,
+                "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                "Connection: close\r\n%s%s%s%s%s%s"
+                "Content-Length: %zu\r\n\r\n",
+                method, path, port, ctype ? "Content-Type: " : "",
+                ctype ? ctype : "", ctype ? "\r\n" : "",
+                accept ? "Accept: " : "", accept ? accept : "",
+                accept ? "\r\n" : "", blen);
+  /* A server refusing the body (413) may close before it is all sent:
+   * then the response is still read below. */
+  if (send_all(fd, hdr, (size_t)hl) == 0 && blen)
+    send_all(fd, body, blen);
+
+  buf = malloc(cap);
+  while (buf && !done && bench_now() < end) {
+    ssize_t got;
+
+    if (have + 1 >= cap) {
+      char *nb = realloc(buf, cap *= 2);
+
+      if (!nb)
+        break;
+      buf = nb;
+    }
+    got = recv(fd, buf + have, cap - have - 1, 0);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      done = got == 0; /* EOF ends a body without length */
+      break;
+    }
+    have += (size_t)got;
+    buf[have] = '\0';
+    if (!hend) {
+      char *e = strstr(buf, "\r\n\r\n"), *h;
+
+      if (!e)
+        continue;
+      hend = (size_t)(e - buf) + 4;
+      if (sscanf(buf, "HTTP/1.%*d %d", &r->status) != 1)
+        break;
+      /* Header lines lie between the status line and the blank line;
+       * chunk-size lines after it are never mistaken for headers. */
+      for (h = strstr(buf, "\r\n"); h && h < e; h = strstr(h + 2, "\r\n")) {
+        char line[256];
+        size_t n = strcspn(h + 2, "\r");
+
+        if (n >= sizeof line)
+          n = sizeof line - 1;
+        memcpy(line, h + 2, n);
+        line[n] = '\0';
+        if (strncasecmp(line, "content-length:", 15) == 0) {
+          clen = strtoul(line + 15, NULL, 10);
+          has_clen = 1;
+        } else if (strncasecmp(line, "transfer-encoding:", 18) == 0) {
+          chunked = strstr(line + 18, "chunked") != NULL;
+        } else if (strncasecmp(line, "content-type:", 13) == 0) {
+          snprintf(r->ctype, sizeof r->ctype, "%s",
+                   line + 13 + strspn(line + 13, " "));
+        }
+      }
+    }
+    if (hend && has_clen && have - hend >= clen)
+      done = 1;
+    if (hend && chunked && have - hend >= 5 &&
+        memcmp(buf + have - 5, "0\r\n\r\n", 5) == 0)
+      done = 1;
+  }
+  close(fd);
+  fd = -1;
+  if (!buf || !hend || !done) {
+    printf("  HTTP %s %s on port %d: no complete response (%s)\n", method,
+           path, port, bench_now() >= end ? "timeout" : "connection closed");
+    free(buf);
+    return -1;
+  }
+  r->len = have - hend;
+  if (has_clen && r->len > clen)
+    r->len = clen;
+  memmove(buf, buf + hend, r->len);
+  if (chunked) {
+    int complete;
+    long n = dechunk(buf, r->len, &complete);
+
+    if (n < 0 || !complete) {
+      printf("  HTTP %s %s: malformed chunked body\n", method, path);
+      free(buf);
+      return -1;
+    }
+    r->len = (size_t)n;
+  }
+  r->body = buf;
+  return 0;
+fail:
+  printf("  HTTP %s %s: cannot connect to 127.0.0.1:%d: %s\n", method, path,
+         port, strerror(errno));
+  if (fd >= 0)
+    close(fd);
+  return -1;
+}
+
+/* ==== servers ============================================================ */
+
+struct server {
+  const char *label;
+  pid_t pid;
+  int port;
+  char out[128], err[128];
+};
+
+/* Start a server printing its port on stdout and wait (10 s at most) until
+ * it is bound and answers GET path with 200. */
+static int server_start(struct server *s, const char *label, char *const argv[],
+                        const char *ready_path)
+{
+  double end = bench_now() + 10.0;
+  struct http_resp r;
+  int status;
+
+  memset(s, 0, sizeof *s);
+  s->label = label;
+  snprintf(s->out, sizeof s->out, "%s/%s.out", g_tmp, label);
+  snprintf(s->err, sizeof s->err, "%s/%s.err", g_tmp, label);
+  s->pid = spawn(argv, s->out, s->err);
+  if (s->pid < 0) {
+    printf("  cannot start %s: %s\n", argv[0], strerror(errno));
+    return -1;
+  }
+  while (bench_now() < end && !s->port) {
+    char *text = slurp(s->out, NULL);
+
+    if (text)
+      s->port = parse_port(text);
+    free(text);
+    if (!s->port && waitpid(s->pid, &status, WNOHANG) == s->pid) {
+      char *e = slurp(s->err, NULL);
+
+      printf("  %s exited at start (status %d): %.300s\n", label, status,
+             e ? e : "");
+      free(e);
+      bench_child_remove(s->pid);
+      s->pid = -1;
+      return -1;
+    }
+    if (!s->port)
+      usleep(20000);
+  }
+  while (s->port && bench_now() < end) {
+    if (http_do(s->port, "GET", ready_path, NULL, NULL, NULL, 0, &r, 2.0) ==
+            0 &&
+        r.status == 200) {
+      http_resp_free(&r);
+      return 0;
+    }
+    http_resp_free(&r);
+    usleep(50000);
+  }
+  printf("  %s did not become ready within 10 s (port %d; stderr in %s)\n",
+         label, s->port, s->err);
+  stop(s->pid);
+  s->pid = -1;
+  return -1;
+}
+
+/* ==== wrk ================================================================ */
+
+struct load {
+  double rps, p50_ms, p99_ms;
+  long requests, errors;
+};
+
+/* One bounded wrk run: 64 connections, g_opt.http_seconds, POSTing the
+ * body in body_path.  The Lua script prints a one-line JSON summary. */
+static int run_wrk(int port, const char *path, const char *body_path,
+                   const char *ctype, struct load *ld)
+{
+  char url[128], dur[32], out[128], err[128];
+  char *argv[16], *text, *w;
+  int status, argc = 0;
+  long dur_us = 0, p50 = 0, p99 = 0, conn = 0, rd = 0, wr = 0, st = 0, to = 0;
+  pid_t pid;
+
+  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+  snprintf(dur, sizeof dur, "%.0fs", g_opt.http_seconds);
+  snprintf(out, sizeof out, "%s/wrk.out", g_tmp);
+  snprintf(err, sizeof err, "%s/wrk.err", g_tmp);
+  argv[argc++] = "wrk";
+  argv[argc++] = "-t2";
+  argv[argc++] = "-c64";
+  argv[argc++] = "-d";
+  argv[argc++] = dur;
+  argv[argc++] = "--timeout";
+  argv[argc++] = "5s";
+  argv[argc++] = "-s";
+  argv[argc++] = (char *)g_opt.lua;
+  argv[argc++] = url;
+  argv[argc++] = "--";
+  argv[argc++] = (char *)body_path;
+  argv[argc++] = (char *)ctype;
+  argv[argc] = NULL;
+  pid = spawn(argv, out, err);
+  if (pid < 0)
+    return -1;
+  if (!wait_for(pid, g_opt.http_seconds + 20.0, &status)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    bench_child_remove(pid);
+    printf("  wrk did not finish in time; killed\n");
+    return -1;
+  }
+  bench_child_remove(pid);
+  text = slurp(out, NULL);
+  w = text ? strstr(text, "WRK {") : NULL;
+  if (!w || sscanf(w,
+                   "WRK {\"requests\": %ld, \"duration_us\": %ld, "
+                   "\"p50_us\": %ld, \"p99_us\": %ld, \"connect\": %ld, "
+                   "\"read\": %ld, \"write\": %ld, \"status\": %ld, "
+                   "\"timeout\": %ld",
+                   &ld->requests, &dur_us, &p50, &p99, &conn, &rd, &wr, &st,
+                   &to) != 9 ||
+      dur_us <= 0) {
+    char *e = slurp(err, NULL);
+
+    printf("  wrk gave no summary (exit %d): %.300s %.300s\n",
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1, text ? text : "",
+           e ? e : "");
+    free(e);
+    free(text);
+    return -1;
+  }
+  free(text);
+  ld->errors = conn + rd + wr + st + to;
+  /* Only answered requests count: a 4xx/5xx is not throughput. */
+  ld->rps = (double)(ld->requests - st) / ((double)dur_us * 1e-6);
+  ld->p50_ms = (double)p50 * 1e-3;
+  ld->p99_ms = (double)p99 * 1e-3;
+  return 0;
+}
+
+/* ==== the section ======================================================== */
+
+static void http_small(int port_ours, const char *bare_bin, int threads)
+{
+  struct server bare;
+  struct http_resp r;
+  struct bench_samples rps[2] = {{0}, {0}}, p50 = {0}, p99 = {0};
+  char req_path[128], resp_path[128], thr[16];
+  char *bargv[12];
+  long errors[2] = {0, 0};
+  int rounds = g_opt.quick ? 1 : 2, i, which, ok = 1;
+  struct load ld;
+
+  snprintf(req_path, sizeof req_path, "%s/small.json", g_tmp);
+  snprintf(resp_path, sizeof resp_path, "%s/small.resp", g_tmp);
+  if (write_file(req_path, g_small_body, sizeof g_small_body - 1) != 0 ||
+      http_do(port_ours, "POST", "/v1/bias", "application/json", NULL,
+              g_small_body, sizeof g_small_body - 1, &r, 10.0) != 0) {
+    bench_skip("http_small", "the first /v1/bias request failed");
+    return;
+  }
+  if (r.status != 200) {
+    bench_skip("http_small", "/v1/bias answered %d: %.300s", r.status,
+               r.body ? r.body : "");
+    http_resp_free(&r);
+    return;
+  }
+  if (write_file(resp_path, r.body, r.len) != 0) {
+    http_resp_free(&r);
+    bench_skip("http_small", "cannot write %s", resp_path);
+    return;
+  }
+  printf("   request: POST /v1/bias %s -> %zu bytes of %s\n", g_small_body,
+         r.len, r.ctype);
+
+  /* The bare server answers exactly those bytes, so both sides move the
+   * same data; the difference is the service's own work. */
+  snprintf(thr, sizeof thr, "%d", threads);
+  i = 0;
+  bargv[i++] = (char *)bare_bin;
+  bargv[i++] = "--port";
+  bargv[i++] = "0";
+  bargv[i++] = "--threads";
+  bargv[i++] = thr;
+  bargv[i++] = "--body";
+  bargv[i++] = resp_path;
+  bargv[i++] = "--type";
+  bargv[i++] = r.ctype[0] ? r.ctype : "application/json";
+  bargv[i] = NULL;
+  if (!bare_bin || access(bare_bin, X_OK) != 0) {
+    printf("   (no bare server at %s: bare_rps is null)\n",
+           bare_bin ? bare_bin : "(none)");
+    bare.pid = -1;
+  } else if (server_start(&bare, "bare-server", bargv, "/") != 0) {
+    bare.pid = -1;
+  }
+  http_resp_free(&r);
+
+  for (i = 0; i < rounds; i++)
+    for (which = 0; which < 2; which++) { /* ours, bare, ours, bare */
+      if (which == 1 && bare.pid <= 0)
+        continue;
+      if (run_wrk(which ? bare.port : port_ours, "/v1/bias", req_path,
+                  "application/json", &ld) != 0) {
+        ok = 0;
+        continue;
+      }
+      bench_samples_add(&rps[which], ld.rps);
+      errors[which] += ld.errors;
+      if (which == 0) {
+        bench_samples_add(&p50, ld.p50_ms);
+        bench_samples_add(&p99, ld.p99_ms);
+      }
+      printf("   %-10s round %d: %8.0f req/s  p50 %.2f ms  p99 %.2f ms  "
+             "(%ld requests, %ld errors)\n",
+             which ? "bare" : "attnbiasd", i + 1, ld.rps, ld.p50_ms, ld.p99_ms,
+             ld.requests, ld.errors);
+    }
+  if (bare.pid > 0)
+    stop(bare.pid);
+  if (rps[0].n == 0) {
+    bench_skip("http_small", "no load run succeeded");
+    return;
+  }
+  printf("   http_small: %.0f req/s, p50 %.2f ms, p99 %.2f ms; bare %.0f "
+         "req/s -> %.0f%% of bare%s\n",
+         bench_median(&rps[0]), bench_median(&p50), bench_median(&p99),
+         bench_median(&rps[1]),
+         100.0 * bench_median(&rps[0]) / bench_median(&rps[1]),
+         errors[0] || errors[1] || !ok ? "  (some errors: see above)" : "");
+  res_begin("http_small");
+  res_num("rps", bench_median(&rps[0]));
+  res_num("p50_ms", bench_median(&p50));
+  res_num("p99_ms", bench_median(&p99));
+  res_num("bare_rps", bench_median(&rps[1]));
+  res_end();
+}
+
+static void http_attention(struct bench_pool *pool, int port)
+{
+  const int h = 32, n = g_opt.quick ? 512 : 2048, d = 128;
+  const size_t per = (size_t)h * n * d;
+  float *q = bench_alloc(per * 4), *k = bench_alloc(per * 4),
+        *v = bench_alloc(per * 4), *out = bench_alloc(per * 4);
+  struct bench_samples http = {0}, kern = {0};
+  size_t blen = 0, rlen = 0;
+  char *body;
+  int r, reps = g_opt.quick ? 2 : 5;
+
+  bench_fill(q, per, 41, 1.0f);
+  bench_fill(k, per, 42, 1.0f);
+  bench_fill(v, per, 43, 1.0f);
+  body = bench_safetensors_qkv(q, k, v, h, n, d, &blen);
+  if (!body) {
+    bench_skip("http_attention", "out of memory");
+    goto out;
+  }
+  printf("   request: POST /v1/attention safetensors q,k,v [1,%d,%d,%d] "
+         "(%.1f MB), Accept: safetensors\n",
+         h, n, d, (double)blen * 1e-6);
+  for (r = -1; r < reps; r++) { /* r = -1: warm-up; then http, in-process */
+    struct http_resp resp;
+    double t0 = bench_now(), dt;
+
+    if (http_do(port, "POST", "/v1/attention", "application/vnd.safetensors",
+                "application/vnd.safetensors", body, blen, &resp, 120.0) != 0)
+      break;
+    dt = bench_now() - t0;
+    if (resp.status != 200) {
+      bench_skip("http_attention", "/v1/attention answered %d: %.300s",
+                 resp.status, resp.body ? resp.body : "");
+      http_resp_free(&resp);
+      break;
+    }
+    rlen = resp.len;
+    http_resp_free(&resp);
+    if (r >= 0)
+      bench_samples_add(&http, dt * 1e3);
+    dt = bench_attention_once(pool, q, k, v, out, h, n, d);
+    if (dt < 0)
+      break;
+    if (r >= 0)
+      bench_samples_add(&kern, dt * 1e3);
+  }
+  if (http.n && kern.n) {
+    printf("   http_attention N=%d: %.1f ms [%.1f-%.1f] (response %.1f MB); "
+           "in process %.1f ms [%.1f-%.1f] -> %.2fx\n",
+           n, bench_median(&http), bench_min(&http), bench_max(&http),
+           (double)rlen * 1e-6, bench_median(&kern), bench_min(&kern),
+           bench_max(&kern), bench_median(&http) / bench_median(&kern));
+    res_begin("http_attention");
+    res_int("N", n);
+    res_num("ms_median", bench_median(&http));
+    res_num("kernel_ms_median", bench_median(&kern));
+    res_end();
+  }
+out:
+  free(body);
+  free(q);
+  free(k);
+  free(v);
+  free(out);
+}
+
+static void rm_tmp(void)
+{
+  static const char *const names[] = {
+      "attnbiasd.out", "attnbiasd.err", "bare-server.out", "bare-server.err",
+      "wrk.out",       "wrk.err",       "small.json",      "small.resp"};
+  char p[160];
+  size_t i;
+
+  for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    snprintf(p, sizeof p, "%s/%s", g_tmp, names[i]);
+    unlink(p);
+  }
+  rmdir(g_tmp);
+}
+
+void bench_service(struct bench_pool *pool)
+{
+  struct server ours;
+  char thr[16], hthr[16];
+  char *argv[12];
+  int threads = bench_pool_threads(pool), i = 0;
+  /* attnbiasd's default number of HTTP polling threads (2..8), given
+   * explicitly so that the bare server runs exactly as many. */
+  int http_threads = threads < 2 ? 2 : threads > 8 ? 8 : threads;
+
+  bench_section("service end to end on loopback (%d worker + %d HTTP "
+                "threads, wrk -t2 -c64 -d%.0fs per load)",
+                threads, http_threads, g_opt.http_seconds);
+  if (!g_opt.server || access(g_opt.server, X_OK) != 0) {
+    bench_skip("service rows", "no server binary at %s",
+               g_opt.server ? g_opt.server : "(none given)");
+    return;
+  }
+  snprintf(g_tmp, sizeof g_tmp, "/tmp/attnbias-bench.XXXXXX");
+  if (!mkdtemp(g_tmp)) {
+    bench_skip("service rows", "mkdtemp: %s", strerror(errno));
+    return;
+  }
+  snprintf(thr, sizeof thr, "%d", threads);
+  snprintf(hthr, sizeof hthr, "%d", http_threads);
+  argv[i++] = (char *)g_opt.server;
+  argv[i++] = "--host";
+  argv[i++] = "127.0.0.1";
+  argv[i++] = "--port";
+  argv[i++] = "0";
+  argv[i++] = "--threads";
+  argv[i++] = thr;
+  argv[i++] = "--http-threads";
+  argv[i++] = hthr;
+  argv[i] = NULL;
+  if (server_start(&ours, "attnbiasd", argv, "/healthz") != 0) {
+    bench_skip("service rows", "attnbiasd did not start");
+    rm_tmp();
+    return;
+  }
+  printf("   attnbiasd on 127.0.0.1:%d\n", ours.port);
+  if (system("command -v wrk >/dev/null 2>&1") == 0)
+    http_small(ours.port, g_opt.bare, http_threads);
+  else
+    bench_skip("http_small", "wrk is not installed (apt-get install wrk)");
+  http_attention(pool, ours.port);
+  stop(ours.pid);
+  rm_tmp();
+}
