@@ -45,6 +45,7 @@ static struct srv_arena_block *block_new(struct srv_arena *a, size_t size)
     return NULL;
   if (posix_memalign(&p, ARENA_ALIGN, total) != 0)
     return NULL;
+  srv_mem_hint_large(p, total);
   b = p;
   b->size = size;
   b->off = 0;

@@ -9,6 +9,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+void srv_mem_hint_large(void *p, size_t n)
+{
+#ifdef MADV_HUGEPAGE
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo, hi;
+
+  if (!p || n < ((size_t)4 << 20) || page == 0 || page == (uintptr_t)-1)
+    return;
+  /* madvise needs page-aligned bounds: advise the pages inside [p, p+n). */
+  lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+  hi = ((uintptr_t)p + n) & ~(page - 1);
+  if (hi > lo)
+    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
 
 void srv_buf_init(struct srv_buf *b, size_t max)
 {
@@ -48,6 +68,7 @@ int srv_buf_reserve(struct srv_buf *b, size_t extra)
   p = realloc(b->data, ncap);
   if (!p)
     return -1;
+  srv_mem_hint_large(p, ncap);
   b->data = p;
   b->cap = ncap;
   return 0;
