@@ -48,6 +48,75 @@ static void print_err_note(double err, double tol)
     printf("  WRONG (max err %.2e > %.0e)", err, tol);
 }
 
+/* ==== stream probes on the kernels' own buffers ========================== */
+
+/* The triad ceilings of probe.c are not the traffic of every kernel here:
+ * RoPE in place reads and writes each line once (no read-for-ownership),
+ * which the STREAM-counted triad does not describe, and a bias table only
+ * writes, which on this machine is usually slower (68-100% in the same
+ * rounds) than the NT triad's 2:1 mix of reads and writes.  So both
+ * sections also time, in every round, the bare
+ * stream of their own kind over their own buffer, using probe.c's vector
+ * triad kernels:
+ *   read+write in place:  x = x + 0*x over the kernel's tensor (values
+ *                         unchanged for finite x);
+ *   NT write-only:        out = b + 0*b, b a nonzero 1 MiB block reread
+ *                         from cache (zero lines stream faster than data on
+ *                         this host, so they would flatter the ceiling).
+ * These are extra columns; %triad and %NT-store keep BENCH.md's meaning. */
+struct stream_probe {
+  float *buf, *src; /* src: NT write-only's repeated block, else NULL */
+  int64_t n;        /* floats of buf */
+  int nthreads;
+};
+#define STREAM_BLOCK ((int64_t)1 << 18) /* floats: 1 MiB */
+
+static void stream_run(float *a, const float *b, int64_t n, int nt)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_supports("avx512f")) {
+    bench_triad_avx512(a, b, b, 0.0f, n, nt);
+    return;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    bench_triad_avx2(a, b, b, 0.0f, n, nt);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; i++)
+    a[i] = b[i] + 0.0f * b[i];
+}
+
+static void stream_thread(void *vctx, int64_t piece, int tid, void *scratch)
+{
+  const struct stream_probe *sp = vctx;
+  /* Whole 64-byte lines per thread (the vector kernels need that); the
+   * last thread takes the remainder. */
+  int64_t per = (sp->n / sp->nthreads) & ~(int64_t)15;
+  int64_t lo = per * tid, hi = tid == sp->nthreads - 1 ? sp->n : lo + per, i;
+
+  (void)piece;
+  (void)scratch;
+  if (!sp->src) {
+    stream_run(sp->buf + lo, sp->buf + lo, hi - lo, 0);
+    return;
+  }
+  for (i = lo; i < hi; i += STREAM_BLOCK)
+    stream_run(sp->buf + i, sp->src,
+               hi - i < STREAM_BLOCK ? hi - i : STREAM_BLOCK, 1);
+}
+
+/* One repetition over all pool threads: GB/s of bytes moved (read+write:
+ * 8 per float; write-only: 4). */
+static double stream_once(struct bench_pool *pool, struct stream_probe *sp)
+{
+  double t0 = bench_now();
+
+  sp->nthreads = bench_pool_threads(pool);
+  bench_pool_each(pool, stream_thread, sp);
+  return (double)sp->n * (sp->src ? 4.0 : 8.0) / (bench_now() - t0) * 1e-9;
+}
+
 /* ==== attention ========================================================== */
 
 enum { BIAS_NONE, BIAS_ALIBI, BIAS_T5 };
@@ -501,7 +570,8 @@ void bench_rope(struct bench_pool *pool)
   int64_t shape[4] = {1, h, n, d};
   struct ab_tensor tq, tk, *x[2] = {&tq, &tk};
   struct rope_var var[4];
-  struct bench_samples torch_ms[2] = {{0}, {0}}, probe = {0};
+  struct bench_samples torch_ms[2] = {{0}, {0}}, probe = {0}, rwprobe = {0};
+  struct stream_probe rw = {q, NULL, (int64_t)per, 0};
   int torch_failed[2] = {0, 0};
   /* Rows checked: (head, token) pairs of q, copied before the warm-up. */
   const int chk[3][2] = {{0, 1}, {h - 1, n - 1}, {h / 2, n / 2}};
@@ -539,8 +609,10 @@ void bench_rope(struct bench_pool *pool)
       v->p.original_max_position_embeddings = n;
     }
   }
+  printf("   %%rw: of an in-place read+write stream over q in the same rounds "
+         "(RoPE's own traffic: no read-for-ownership)\n");
   printf("   pairing     scaling      N    ms median [min-max]     GB/s  "
-         "%%triad %%round  check\n");
+         "%%triad %%round    %%rw  check\n");
 
   /* Warm-up and check: the default variants against rope_ref_row. */
   for (i = 0; i < 4; i++) {
@@ -576,6 +648,7 @@ void bench_rope(struct bench_pool *pool)
         bench_samples_add(&torch_ms[i], ms);
     }
     bench_samples_add(&probe, bench_probe_triad_once(pool, 0));
+    bench_samples_add(&rwprobe, stream_once(pool, &rw));
   }
   for (i = 0; i < 4; i++) {
     struct rope_var *v = &var[i];
@@ -584,11 +657,12 @@ void bench_rope(struct bench_pool *pool)
     if (v->ms.n == 0)
       continue;
     gbs = bytes / (med * 1e-3) * 1e-9;
-    printf("   %-11s %-8s %6d %8.2f [%.2f-%.2f] %8.1f %6.1f%% %6.1f%%",
+    printf("   %-11s %-8s %6d %8.2f [%.2f-%.2f] %8.1f %6.1f%% %6.1f%% %6.1f%%",
            v->pairing, v->scaling, n, med, bench_min(&v->ms),
            bench_max(&v->ms), gbs,
            100.0 * gbs / bench_ceiling_now(BENCH_CEIL_TRIAD),
-           100.0 * gbs / bench_median(&probe));
+           100.0 * gbs / bench_median(&probe),
+           100.0 * gbs / bench_median(&rwprobe));
     print_err_note(v->err, 1e-4);
     printf("\n");
     res_begin("rope");
@@ -597,10 +671,13 @@ void bench_rope(struct bench_pool *pool)
     res_int("N", n);
     res_num("gbs", gbs);
     res_pct("pct_triad", gbs, BENCH_CEIL_TRIAD);
+    res_num("pct_rw_stream_round", 100.0 * gbs / bench_median(&rwprobe));
     res_end();
   }
   if (probe.n)
-    printf("   (triad probe, same rounds: %.1f GB/s)\n", bench_median(&probe));
+    printf("   (triad probe, same rounds: %.1f GB/s; read+write in place: "
+           "%.1f GB/s)\n",
+           bench_median(&probe), bench_median(&rwprobe));
   for (i = 0; i < 2; i++) {
     double med = bench_median(&torch_ms[i]), ours = bench_median(&var[i].ms);
 
@@ -636,7 +713,9 @@ void bench_bias(struct bench_pool *pool)
   struct ab_tensor ttab;
   struct ab_bias_params bp[2];
   struct ab_geometry g;
-  struct bench_samples ms[2] = {{0}, {0}}, probe = {0};
+  struct bench_samples ms[2] = {{0}, {0}}, probe = {0}, wprobe = {0};
+  float *block = bench_alloc((size_t)STREAM_BLOCK * 4);
+  struct stream_probe wr = {out, block, (int64_t)cells, 0};
   double err[2] = {-1, -1};
   int failed[2] = {0, 0}, i, r, s, reps = g_opt.quick ? 2 : 5;
   uint64_t st = 12345;
@@ -645,6 +724,8 @@ void bench_bias(struct bench_pool *pool)
                 "bandwidth)",
                 h, n, n);
   bench_fill(tab, (size_t)T5_BUCKETS * h, 21, 0.5f);
+  for (s = 0; s < STREAM_BLOCK; s++)
+    block[s] = -1.0f - (float)(s & 255); /* nonzero, like a bias table */
   if (ab_tensor_init(&ttab, tab, AB_DTYPE_F32, 2, tshape)) {
     bench_skip("bias tables", "cannot describe the T5 table: %s",
                ab_last_error()->msg);
@@ -661,12 +742,16 @@ void bench_bias(struct bench_pool *pool)
   bp[1].table = &ttab;
   bp[1].bidirectional = 1;
   bp[1].max_distance = T5_MAXDIST;
-  printf("   method      ms median [min-max]      GB/s  %%NT-store %%round  "
-         "check\n");
+  printf("   %%NT-write: of a non-temporal write-only stream over the same "
+         "output in the same rounds\n");
+  printf("   method      ms median [min-max]      GB/s  %%NT-store %%round "
+         "%%NT-write  check\n");
 
   for (r = -1; r < reps; r++) { /* r = -1: warm-up (faults the 2 GiB) */
-    if (r >= 0)
+    if (r >= 0) {
       bench_samples_add(&probe, bench_probe_triad_once(pool, 1));
+      bench_samples_add(&wprobe, stream_once(pool, &wr));
+    }
     for (i = 0; i < 2; i++) {
       ab_job_t *job = NULL;
       enum ab_status stt;
@@ -720,22 +805,26 @@ void bench_bias(struct bench_pool *pool)
     if (ms[i].n == 0)
       continue;
     gbs = (double)cells * 4.0 / (med * 1e-3) * 1e-9;
-    printf("   %-8s %8.2f [%.2f-%.2f] %9.1f %8.1f%% %6.1f%%",
+    printf("   %-8s %8.2f [%.2f-%.2f] %9.1f %8.1f%% %6.1f%% %8.1f%%",
            i ? "t5" : "alibi", med, bench_min(&ms[i]), bench_max(&ms[i]), gbs,
            100.0 * gbs / bench_ceiling_now(BENCH_CEIL_NT),
-           100.0 * gbs / bench_median(&probe));
+           100.0 * gbs / bench_median(&probe),
+           100.0 * gbs / bench_median(&wprobe));
     print_err_note(err[i], 1e-5);
     printf("\n");
     res_begin("bias_table");
     res_str("method", i ? "t5" : "alibi");
     res_num("gbs", gbs);
     res_pct("pct_nt_store", gbs, BENCH_CEIL_NT);
+    res_num("pct_nt_write_stream_round", 100.0 * gbs / bench_median(&wprobe));
     res_end();
   }
   if (probe.n)
-    printf("   (NT-store triad probe, same rounds: %.1f GB/s)\n",
-           bench_median(&probe));
+    printf("   (NT-store triad probe, same rounds: %.1f GB/s; NT write-only: "
+           "%.1f GB/s)\n",
+           bench_median(&probe), bench_median(&wprobe));
 out:
   free(out);
   free(tab);
+  free(block);
 }

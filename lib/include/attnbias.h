@@ -353,17 +353,18 @@ enum ab_layout {
  * positions are [n_axes, n].  is_key selects xPos's decay direction (k is
  * scaled by zeta^-p).  Channels past rotary_dim are copied through.  Builds
  * the job below and runs it on the calling thread: allocates the job, its
- * cos/sin table [n, rotary_dim] and, unless x is float32 with unit inner
- * stride, scratch rows; frees them before returning. */
+ * cos/sin table [n, rotary_dim] and scratch; frees them before returning. */
 AB_API enum ab_status ab_rope_apply(const struct ab_rope_params *p,
                                     int64_t seq_len, const struct ab_tensor *x,
                                     enum ab_layout layout,
                                     const int64_t *positions, int is_key,
                                     float *out);
-/* The same as a job of independent pieces.  Validates everything and builds
- * the cos/sin table at creation (p, its factor arrays and positions are
- * read only during the call); allocates the job and the table; copies x's
- * descriptor and borrows x->data and out until ab_job_free. */
+/* The same as a job of independent pieces.  Validates everything and
+ * copies what the cos/sin table needs at creation (p, its factor arrays and
+ * positions are read only during the call); the pieces fill the table, each
+ * block of tokens once, by whichever piece needs it first.  Allocates the
+ * job and the table; copies x's descriptor and borrows x->data and out
+ * until ab_job_free. */
 AB_API enum ab_status ab_rope_apply_job(const struct ab_rope_params *p,
                                         int64_t seq_len,
                                         const struct ab_tensor *x,

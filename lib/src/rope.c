@@ -4,6 +4,7 @@
  * and the apply / table jobs whose pieces a caller's pool may split. */
 #include "kernels/kernels.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,9 +12,17 @@
 /* Pairs handled per stack chunk when building tables without allocating
  * (ab_rope_table); head_dim <= 512 fits in one chunk. */
 #define ROPE_CHUNK 256
-/* Each piece of a job writes about this many bytes of output: large enough
- * to amortise the call, small enough for two threads to balance. */
+/* Each piece of a table job writes about this many bytes of output: large
+ * enough to amortise the call, small enough for two threads to balance. */
 #define ROPE_PIECE_BYTES (64 * 1024)
+/* The same for apply jobs: consecutive rows of x, so that a pool handing
+ * out pieces in order streams x front to back.  On q [1,32,4096,128] 64 KiB
+ * to 1 MiB measured the same within noise (the rotation's prefetch runs on
+ * past a piece's end); 256 KiB keeps a piece far above the cost of handing
+ * it out and still gives 256 pieces.  Small tensors are cut into at least
+ * ROPE_APPLY_MIN_PIECES pieces so that a pool still balances them. */
+#define ROPE_APPLY_PIECE_BYTES (256 * 1024)
+#define ROPE_APPLY_MIN_PIECES 16
 /* Outputs at least this large are streamed past the cache (non-temporal
  * stores): they cannot stay in the 32 MiB L3 anyway, and streaming saves
  * the read-for-ownership of every output line. */
@@ -833,12 +842,35 @@ enum ab_status ab_rope_table_job(const struct ab_rope_params *p,
 
 /* ==== apply ============================================================== */
 
+/* Table blocks: the cos/sin table of an apply job is filled lazily, one
+ * block of tokens at a time, by the first piece that needs the block (see
+ * table_ensure).  A block is about this many bytes: small enough that a
+ * piece which finds a block busy can build a private copy in its scratch
+ * cheaply, large enough that claiming blocks costs nothing. */
+#define ROPE_TAB_BLOCK_BYTES (32 * 1024)
+enum { TAB_EMPTY = 0, TAB_BUSY = 1, TAB_READY = 2 };
+
 /* x is seen as rows of head_dim channels: `outer` leading dims (0..2) then
  * the inner axis ndim-2, whose rows are one stride apart.  out is the same
- * shape, contiguous, so row R is at out + R*dim. */
+ * shape, contiguous, so row R is at out + R*dim.  Pieces are runs of
+ * rows_per_piece consecutive rows: pieces handed out in order make the
+ * threads of a pool sweep x and out front to back together, which is what
+ * the memory system streams best. */
 struct apply_ctx {
   const struct ab__kernels *kern;
-  float *table; /* [n, 2h]: cos then sin per token (kernels/rope.h) */
+  /* What the table needs, copied at creation (the caller's p and positions
+   * may be gone when the pieces run): the plan's scalars (its borrowed
+   * factor lists are cleared: they live on only through `chunks`), the
+   * per-pair constants, and the positions [n_axes, n]. */
+  struct rope_plan pl;
+  struct pair_chunk *chunks; /* ceil(h / ROPE_CHUNK) */
+  int64_t *pos;
+  int64_t n;
+  int is_key;
+  float *table;        /* [n, 2h]: cos then sin per token (kernels/rope.h) */
+  _Atomic int *state;  /* per table block: TAB_EMPTY, TAB_BUSY, TAB_READY */
+  int64_t tab_blk;     /* tokens per table block */
+  size_t gather_bytes; /* scratch: gathered rows first, then a table block */
   struct ab_tensor x;
   float *out;
   int64_t dim, h, rows, rows_per_piece;
@@ -848,19 +880,18 @@ struct apply_ctx {
   int seq_outer; /* index into outer dims of the sequence axis, or -1 when
                     the sequence is the inner axis */
   int interleaved, nt, direct;
-  /* Long sequences on the inner axis (bhsd) are cut into blocks of blk_len
-   * tokens and pieces are numbered block-major, heads fastest: pieces run
-   * in order then reuse one block of the table from L2 for every head. */
-  int blocked;
-  int64_t blk_len, outer_rows;
 };
 
 static void apply_destroy(struct ab_job *job)
 {
   struct apply_ctx *cx = job->ctx;
 
-  if (cx)
-    ab__free_aligned(cx->table);
+  if (!cx)
+    return;
+  ab__free_aligned(cx->table);
+  ab__free((void *)cx->state);
+  ab__free(cx->chunks);
+  ab__free(cx->pos);
 }
 
 /* Convert `cnt` rows of x starting at element offset off to contiguous
@@ -884,26 +915,97 @@ static void gather_rows(const struct apply_ctx *cx, int64_t off, int64_t cnt,
   }
 }
 
+/* Table rows of tokens [t0, t1) into dst (row t at dst + (t - t0) * 2h):
+ * the same chunk_row calls for every token whoever builds them, so a
+ * private copy is bit-identical to the shared one. */
+static void table_build(const struct apply_ctx *cx, int64_t t0, int64_t t1,
+                        float *dst)
+{
+  double theta[ROPE_CHUNK];
+  const int64_t h = cx->h;
+  int64_t j0, t;
+
+  for (j0 = 0; j0 < h; j0 += ROPE_CHUNK) {
+    const struct pair_chunk *ch = &cx->chunks[j0 / ROPE_CHUNK];
+    for (t = t0; t < t1; t++) {
+      float *row = dst + (t - t0) * 2 * h;
+      chunk_row(&cx->pl, cx->kern, ch, cx->pos, cx->n, t, cx->is_key, theta,
+                row + j0, row + h + j0);
+    }
+  }
+}
+
+/* Make the shared table rows of tokens [t0, t1) ready: blocks nobody has
+ * claimed are claimed and built here.  Returns 0 when some block is being
+ * built by another thread at this moment; the caller then builds a private
+ * copy instead of waiting (a piece never blocks on another). */
+static int table_ensure(const struct apply_ctx *cx, int64_t t0, int64_t t1)
+{
+  int64_t b, b1 = (t1 - 1) / cx->tab_blk;
+  int ok = 1;
+
+  for (b = t0 / cx->tab_blk; b <= b1; b++) {
+    int s = atomic_load_explicit(&cx->state[b], memory_order_acquire);
+    if (s == TAB_READY)
+      continue;
+    if (s == TAB_EMPTY &&
+        atomic_compare_exchange_strong_explicit(&cx->state[b], &s, TAB_BUSY,
+                                                memory_order_acquire,
+                                                memory_order_acquire)) {
+      int64_t a = b * cx->tab_blk, z = ab__min64(cx->n, a + cx->tab_blk);
+      table_build(cx, a, z, cx->table + a * 2 * cx->h);
+      /* Publishes the rows to the acquire loads above. */
+      atomic_store_explicit(&cx->state[b], TAB_READY, memory_order_release);
+      continue;
+    }
+    if (s != TAB_READY) /* the CAS lost to a builder, or one is busy */
+      ok = 0;
+  }
+  return ok;
+}
+
+/* Rotate cnt rows (src, stride lds) of tokens starting at t (one token for
+ * every row when ldcs is 0) into out, from the shared table, or from
+ * private rows built in ptab (tab_blk tokens of room) while another thread
+ * is still building a block they need. */
+static void rotate_run(const struct apply_ctx *cx, float *out,
+                       const float *src, int64_t lds, int64_t t, int64_t ldcs,
+                       int64_t cnt, float *ptab)
+{
+  const struct ab__rope_kernels *k = &cx->kern->rope;
+  int64_t a, m;
+
+  if (table_ensure(cx, t, ldcs ? t + cnt : t + 1)) {
+    k->rotate_rows(out, cx->dim, src, lds, cx->table + t * 2 * cx->h, ldcs,
+                   cnt, cx->h, cx->dim, cx->interleaved, cx->nt);
+    return;
+  }
+  if (!ldcs) {
+    table_build(cx, t, t + 1, ptab);
+    k->rotate_rows(out, cx->dim, src, lds, ptab, 0, cnt, cx->h, cx->dim,
+                   cx->interleaved, cx->nt);
+    return;
+  }
+  for (a = 0; a < cnt; a += m) {
+    m = ab__min64(cx->tab_blk, cnt - a);
+    table_build(cx, t + a, t + a + m, ptab);
+    k->rotate_rows(out + a * cx->dim, cx->dim, src + a * lds, lds, ptab,
+                   ldcs, m, cx->h, cx->dim, cx->interleaved, cx->nt);
+  }
+}
+
 static enum ab_status apply_piece(const struct ab_job *job, int64_t piece,
                                   void *scratch)
 {
   const struct apply_ctx *cx = job->ctx;
-  int64_t R, r1;
-
-  if (cx->blocked) {
-    int64_t o = piece % cx->outer_rows, blk = piece / cx->outer_rows;
-    R = o * cx->inner_len + blk * cx->blk_len;
-    r1 = ab__min64((o + 1) * cx->inner_len, R + cx->blk_len);
-  } else {
-    R = piece * cx->rows_per_piece;
-    r1 = ab__min64(cx->rows, R + cx->rows_per_piece);
-  }
+  float *ptab = (float *)((char *)scratch + cx->gather_bytes);
+  int64_t R = piece * cx->rows_per_piece;
+  const int64_t r1 = ab__min64(cx->rows, R + cx->rows_per_piece);
 
   while (R < r1) {
     int64_t o = R / cx->inner_len, i = R % cx->inner_len;
     int64_t cnt = ab__min64(cx->inner_len - i, r1 - R);
     int64_t off = i * cx->inner_stride, t = i, ldcs = 2 * cx->h;
-    const float *src;
     int d;
 
     /* Unravel the outer index (row-major) into an element offset. */
@@ -917,37 +1019,16 @@ static enum ab_status apply_piece(const struct ab_job *job, int64_t piece,
     if (cx->seq_outer >= 0)
       ldcs = 0; /* every row of this run is the same token (heads) */
     if (cx->direct) {
-      src = (const float *)cx->x.data + off;
-      cx->kern->rope.rotate_rows(cx->out + R * cx->dim, cx->dim, src,
-                                 cx->inner_stride, cx->table + t * 2 * cx->h,
-                                 ldcs, cnt, cx->h, cx->dim, cx->interleaved,
-                                 cx->nt);
+      rotate_run(cx, cx->out + R * cx->dim, (const float *)cx->x.data + off,
+                 cx->inner_stride, t, ldcs, cnt, ptab);
     } else {
       gather_rows(cx, off, cnt, scratch);
-      cx->kern->rope.rotate_rows(cx->out + R * cx->dim, cx->dim, scratch,
-                                 cx->dim, cx->table + t * 2 * cx->h, ldcs, cnt,
-                                 cx->h, cx->dim, cx->interleaved, cx->nt);
+      rotate_run(cx, cx->out + R * cx->dim, scratch, cx->dim, t, ldcs, cnt,
+                 ptab);
     }
     R += cnt;
   }
   return AB_STATUS_OK;
-}
-
-/* The compact table of the apply job: token t gets [c(h), s(h)]. */
-static void build_table(const struct rope_plan *pl,
-                        const struct ab__kernels *kern, const int64_t *pos,
-                        int64_t n, int is_key, float *table)
-{
-  struct pair_chunk ch;
-  double theta[ROPE_CHUNK];
-  int64_t j0, t, h = pl->half;
-
-  for (j0 = 0; j0 < h; j0 += ROPE_CHUNK) {
-    chunk_fill(pl, j0, &ch);
-    for (t = 0; t < n; t++)
-      chunk_row(pl, kern, &ch, pos, n, t, is_key, theta,
-                table + t * 2 * h + j0, table + t * 2 * h + h + j0);
-  }
 }
 
 static int ranges_overlap(const void *a, size_t alen, const void *b,
@@ -956,6 +1037,35 @@ static int ranges_overlap(const void *a, size_t alen, const void *b,
   uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
 
   return a0 < b0 + blen && b0 < a0 + alen;
+}
+
+/* The job's own copies of what the table needs, and room for the table and
+ * its block states (all zero: TAB_EMPTY).  NO_MEMORY names x. */
+static enum ab_status apply_alloc(struct apply_ctx *cx,
+                                  const struct rope_plan *pl,
+                                  const int64_t *positions, int64_t n,
+                                  int64_t cells)
+{
+  const int64_t nchunks = (pl->half + ROPE_CHUNK - 1) / ROPE_CHUNK;
+  const int64_t nblk = (n + cx->tab_blk - 1) / cx->tab_blk;
+  int64_t c, b;
+
+  cx->table = ab__malloc_aligned((size_t)cells * sizeof(float));
+  cx->state = ab__malloc((size_t)nblk * sizeof *cx->state);
+  cx->chunks = ab__malloc((size_t)nchunks * sizeof *cx->chunks);
+  cx->pos = ab__malloc((size_t)(pl->n_axes * n) * sizeof *cx->pos);
+  if (!cx->table || !cx->state || !cx->chunks || !cx->pos)
+    return ab__fail(AB_STATUS_NO_MEMORY, "x",
+                    "cannot allocate the %lld x %lld cos/sin table",
+                    (long long)n, (long long)pl->rotary_dim);
+  for (b = 0; b < nblk; b++)
+    atomic_init(&cx->state[b], TAB_EMPTY);
+  for (c = 0; c < nchunks; c++)
+    chunk_fill(pl, c * ROPE_CHUNK, &cx->chunks[c]);
+  memcpy(cx->pos, positions, (size_t)(pl->n_axes * n) * sizeof *cx->pos);
+  cx->pl = *pl;
+  cx->pl.short_f = cx->pl.long_f = cx->pl.ext = NULL;
+  return AB_STATUS_OK;
 }
 
 enum ab_status ab_rope_apply_job(const struct ab_rope_params *p,
@@ -1020,20 +1130,19 @@ enum ab_status ab_rope_apply_job(const struct ab_rope_params *p,
   cx = (*job)->ctx;
   (*job)->destroy = apply_destroy;
   cx->kern = ab__kernels();
-  cx->table = ab__malloc_aligned((size_t)cells * sizeof(float));
-  if (!cx->table) {
+  cx->n = n;
+  cx->is_key = is_key != 0;
+  cx->h = pl.half;
+  cx->tab_blk = ab__max64(1, ROPE_TAB_BLOCK_BYTES / (2 * pl.half * 4));
+  if ((st = apply_alloc(cx, &pl, positions, n, cells)) != AB_STATUS_OK) {
     ab_job_free(*job);
     *job = NULL;
-    return ab__fail(AB_STATUS_NO_MEMORY, "x",
-                    "cannot allocate the %lld x %lld cos/sin table",
-                    (long long)n, (long long)pl.rotary_dim);
+    return st;
   }
-  build_table(&pl, cx->kern, positions, n, is_key != 0, cx->table);
 
   cx->x = *x;
   cx->out = out;
   cx->dim = dim;
-  cx->h = pl.half;
   cx->rows = rows;
   cx->inner_len = x->shape[nd - 2];
   cx->inner_stride = x->stride[nd - 2];
@@ -1044,24 +1153,26 @@ enum ab_status ab_rope_apply_job(const struct ab_rope_params *p,
   }
   cx->seq_outer = seq_axis == nd - 2 ? -1 : seq_axis;
   cx->interleaved = pl.interleaved;
-  cx->nt = rows * dim * (int64_t)sizeof(float) >= ROPE_NT_BYTES;
+  /* Streaming stores only pay when they save the read-for-ownership of a
+   * separate output.  In place every line was just read, so it is already
+   * owned; a streaming store would only evict it (slower on Zen 4). */
+  cx->nt = out != x->data &&
+           rows * dim * (int64_t)sizeof(float) >= ROPE_NT_BYTES;
   /* Rows are read in place when they already are float32 rows. */
   cx->direct = x->dtype == AB_DTYPE_F32 && x->stride[nd - 1] == 1;
-  cx->rows_per_piece = ab__max64(1, ROPE_PIECE_BYTES / (dim * 4));
-  cx->outer_rows = rows / cx->inner_len;
-  cx->blocked = cx->seq_outer < 0 && cx->inner_len > cx->rows_per_piece;
-  if (cx->blocked) {
-    /* Equal blocks no longer than a piece. */
-    int64_t nblk =
-        (cx->inner_len + cx->rows_per_piece - 1) / cx->rows_per_piece;
-    cx->blk_len = (cx->inner_len + nblk - 1) / nblk;
-    nblk = (cx->inner_len + cx->blk_len - 1) / cx->blk_len;
-    (*job)->pieces = nblk * cx->outer_rows;
-  } else {
-    (*job)->pieces = (rows + cx->rows_per_piece - 1) / cx->rows_per_piece;
-  }
+  cx->rows_per_piece = ab__max64(
+      1, ab__min64(ROPE_APPLY_PIECE_BYTES / (dim * 4),
+                   (rows + ROPE_APPLY_MIN_PIECES - 1) / ROPE_APPLY_MIN_PIECES));
+  (*job)->pieces = (rows + cx->rows_per_piece - 1) / cx->rows_per_piece;
+  /* Gathered rows (64-byte multiple, so the table part stays aligned), then
+   * one private table block. */
+  cx->gather_bytes =
+      cx->direct
+          ? 0
+          : ((size_t)(cx->rows_per_piece * dim) * sizeof(float) + 63) &
+                ~(size_t)63;
   (*job)->scratch_size =
-      cx->direct ? 0 : (size_t)(cx->rows_per_piece * dim) * sizeof(float);
+      cx->gather_bytes + (size_t)(cx->tab_blk * 2 * pl.half) * sizeof(float);
   (*job)->flops = 6.0 * (double)rows * (double)pl.half;
   (*job)->run = apply_piece;
   return AB_STATUS_OK;

@@ -8,6 +8,10 @@
 #include "test-util.h"
 #include "test.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
 #define TWO_PI 6.283185307179586476925286766559
 #define RTOL 1e-5
 #define ATOL 1e-6
@@ -1375,6 +1379,7 @@ TEST(rope_jobs_piecewise_shuffled)
         *co2 = malloc(S * D * sizeof *co2), *si2 = malloc(S * D * sizeof *si2);
   struct ab_tensor t;
   ab_job_t *job;
+  size_t f32_scratch = 0;
   int form;
 
   CHECK(x && one && pieces && xh && co1 && si1 && co2 && si2);
@@ -1403,7 +1408,12 @@ TEST(rope_jobs_piecewise_shuffled)
                                0, pieces, &job));
     np = ab_job_pieces(job);
     CHECK(np > 4 && np <= 4096);
-    CHECK((ab_job_scratch_size(job) > 0) == (form >= 2));
+    /* Every apply job asks for scratch (a private table block, for a piece
+     * that finds a block busy); f16 also for its converted rows. */
+    if (form == 0)
+      f32_scratch = ab_job_scratch_size(job);
+    CHECK(ab_job_scratch_size(job) > 0);
+    CHECK((ab_job_scratch_size(job) > f32_scratch) == (form >= 2));
     CHECK(ab_job_flops(job) > 0);
     shuffle(order, np);
     for (i = 0; i < np; i++)
@@ -1429,6 +1439,126 @@ TEST(rope_jobs_piecewise_shuffled)
   CHECK(memcmp(si1, si2, S * D * sizeof *si1) == 0);
   free(x), free(one), free(pieces), free(xh);
   free(co1), free(si1), free(co2), free(si2);
+  return 0;
+}
+
+/* The job copies what its table needs: positions and LongRoPE's factor
+ * lists may change (or be freed) between ab_rope_apply_job and the pieces,
+ * which fill the table then. */
+TEST(rope_job_outlives_its_inputs)
+{
+  enum { H = 3, S = 200, D = 16, N = H * S * D };
+  struct ab_rope_params p;
+  static float x[N], one[N], pieces[N];
+  int64_t sh[3] = {H, S, D}, *pos = malloc(S * sizeof *pos), i, np;
+  double sf[D / 2], lf[D / 2];
+  struct ab_tensor t;
+  ab_job_t *job;
+
+  CHECK(pos != NULL);
+  fill_random(x, NULL, N);
+  for (i = 0; i < S; i++)
+    pos[i] = test_randint(0, 3000);
+  for (i = 0; i < D / 2; i++) {
+    sf[i] = test_uniform(1.0, 2.0);
+    lf[i] = test_uniform(2.0, 8.0);
+  }
+  ab_rope_params_init(&p);
+  p.head_dim = D;
+  p.rope_type = AB_ROPE_LONGROPE;
+  p.short_factor = sf;
+  p.long_factor = lf;
+  p.original_max_position_embeddings = 100;
+  p.max_position_embeddings = 400;
+  CHECK_OK(ab_tensor_init(&t, x, AB_DTYPE_F32, 3, sh));
+  CHECK_OK(ab_rope_apply(&p, S, &t, AB_LAYOUT_BHSD, pos, 0, one));
+  CHECK_OK(ab_rope_apply_job(&p, S, &t, AB_LAYOUT_BHSD, pos, 0, pieces, &job));
+  for (i = 0; i < S; i++)
+    pos[i] = -1;
+  free(pos);
+  for (i = 0; i < D / 2; i++)
+    sf[i] = lf[i] = 1e9;
+  np = ab_job_pieces(job);
+  for (i = np - 1; i >= 0; i--) /* last first: blocks built out of order */
+    CHECK_OK(ab_job_run(job, i, NULL));
+  ab_job_free(job);
+  CHECK(memcmp(one, pieces, sizeof one) == 0);
+  return 0;
+}
+
+/* Threads running the pieces of one job at once.  Each thread takes the
+ * pieces of its own head in token order, all released together, so they
+ * want the same table blocks at the same moment; xPos makes building a
+ * block slow (an exp per pair), so some piece finds a block still being
+ * built and uses a private copy.  The result must be bit-identical to one
+ * thread's. */
+#define CONC_THREADS 4
+struct conc_arg {
+  ab_job_t *job;
+  atomic_int *ready;
+  int64_t first, count;
+  enum ab_status st;
+};
+
+static void *conc_main(void *v)
+{
+  struct conc_arg *a = v;
+  int64_t i;
+
+  a->st = AB_STATUS_OK;
+  /* Poll rather than sleep in a barrier: sleepers wake one by one. */
+  atomic_fetch_add(a->ready, 1);
+  while (atomic_load(a->ready) < CONC_THREADS)
+    sched_yield();
+  for (i = a->first; i < a->first + a->count && !a->st; i++)
+    a->st = ab_job_run(a->job, i, NULL);
+  return NULL;
+}
+
+TEST(rope_job_concurrent_pieces)
+{
+  enum { H = CONC_THREADS, S = 2048, D = 128, N = H * S * D };
+  float *x = malloc(N * sizeof *x), *one = malloc(N * sizeof *x),
+        *many = malloc(N * sizeof *x);
+  int64_t sh[3] = {H, S, D}, pos[S], i, np;
+  struct conc_arg arg[CONC_THREADS];
+  pthread_t th[CONC_THREADS];
+  atomic_int ready;
+  struct ab_rope_params p;
+  struct ab_tensor t;
+  ab_job_t *job;
+  int rep, k;
+
+  CHECK(x && one && many);
+  fill_random(x, NULL, N);
+  for (i = 0; i < S; i++)
+    pos[i] = i;
+  ab_rope_params_init(&p);
+  p.head_dim = D;
+  p.rope_type = AB_ROPE_XPOS;
+  CHECK_OK(ab_tensor_init(&t, x, AB_DTYPE_F32, 3, sh));
+  CHECK_OK(ab_rope_apply(&p, S, &t, AB_LAYOUT_BHSD, pos, 1, one));
+  for (rep = 0; rep < 3; rep++) {
+    memset(many, 0, N * sizeof *many);
+    CHECK_OK(ab_rope_apply_job(&p, S, &t, AB_LAYOUT_BHSD, pos, 1, many, &job));
+    np = ab_job_pieces(job);
+    CHECK(np % H == 0); /* pieces do not straddle heads here */
+    atomic_init(&ready, 0);
+    for (k = 0; k < CONC_THREADS; k++) {
+      arg[k].job = job;
+      arg[k].ready = &ready;
+      arg[k].first = k * (np / H);
+      arg[k].count = np / H;
+      CHECK(pthread_create(&th[k], NULL, conc_main, &arg[k]) == 0);
+    }
+    for (k = 0; k < CONC_THREADS; k++)
+      pthread_join(th[k], NULL);
+    ab_job_free(job);
+    for (k = 0; k < CONC_THREADS; k++)
+      CHECK_OK(arg[k].st);
+    CHECK(memcmp(one, many, N * sizeof *one) == 0);
+  }
+  free(x), free(one), free(many);
   return 0;
 }
 
