@@ -2,6 +2,7 @@
  * in which the parts start and stop.  Nothing else lives here. */
 #include "http/http.h"
 #include "util/config.h"
+#include "util/jsonmem.h"
 #include "work/work.h"
 
 #include <signal.h>
@@ -96,8 +97,10 @@ int main(int argc, char **argv)
     break;
   }
 
-  /* Before any thread exists: jansson's hash seed (its lazy init is not
+  /* Before any thread exists: jansson's allocator (it must be set before
+   * jansson allocates anything) and hash seed (its lazy init is not
    * thread-safe), and the signal mask every thread inherits. */
+  srv_jsonmem_install();
   json_object_seed(0);
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);

@@ -9,8 +9,8 @@
  * A request's life: http collects the body -> route match -> auth ->
  * srv_codec_decode_request -> handler prepare (validate, budgets, jobs,
  * outputs declared) -> jobs' pieces run on the pool -> handler finish ->
- * srv_codec_encode -> http sends c->resp_body.  Errors at any step become a
- * problem+json body through srv_codec_problem. */
+ * srv_codec_encode -> http sends c->resp_body (and c->resp_seg).  Errors at
+ * any step become a problem+json body through srv_codec_problem. */
 #ifndef SRV_H
 #define SRV_H
 
@@ -87,6 +87,27 @@ void srv_mem_hint_large(void *p, size_t n);
 /* Take ownership of the bytes (caller frees with free()). */
 char *srv_buf_steal(struct srv_buf *b, size_t *len);
 
+/* Large blocks kept for reuse (util/buf.c): fresh pages cost a kernel
+ * page fault and zeroing on first touch, which for a 100 MB binary request
+ * is more CPU than the rest of the service's work on it.  Blocks of at
+ * least SRV_MEM_BIG bytes given back with srv_mem_free are kept (the
+ * newest SRV_MEM_KEEP_N, SRV_MEM_KEEP_BYTES in all) for the next
+ * srv_mem_alloc of a similar size; the pool's loop trims idle ones. */
+#define SRV_MEM_BIG ((size_t)4 << 20)
+#define SRV_MEM_ALIGN 64
+#define SRV_MEM_KEEP_N 8                      /* blocks kept at most */
+#define SRV_MEM_KEEP_BYTES ((size_t)1 << 30)  /* bytes kept at most */
+/* n bytes or more (*got receives the usable size), SRV_MEM_ALIGN-aligned,
+ * uninitialised; realloc and free accept it.  NULL when out of memory. */
+void *srv_mem_alloc(size_t n, size_t *got);
+/* Give back a block of `size` usable bytes from srv_mem_alloc, malloc or
+ * realloc (NULL is ignored): kept when large and aligned, else freed. */
+void srv_mem_free(void *p, size_t size);
+/* Free the kept blocks unused for idle_s seconds or more (0: all). */
+void srv_mem_trim(double idle_s);
+/* Bytes currently kept (for tests and metrics). */
+size_t srv_mem_kept(void);
+
 /* ======================================================================
  * configuration (main.c fills it once, read-only afterwards)
  * ====================================================================== */
@@ -136,6 +157,12 @@ struct srv_output {
 
 struct srv_route;
 
+/* Bytes of a response sent from where they lie (see srv_call.resp_seg). */
+struct srv_seg {
+  const void *data;
+  size_t len;
+};
+
 struct srv_call {
   /* ---- request: set by http/ before decode ---- */
   const struct srv_route *route;
@@ -173,6 +200,13 @@ struct srv_call {
   struct srv_buf resp_body;
   const char *resp_type;
   double kernel_seconds;    /* time spent in job pieces */
+  /* When the sender sets resp_seg_ok, a binary encoding may leave large
+   * tensors where they lie (arena, body: alive until the call is
+   * released) instead of copying them: the response is then resp_body
+   * followed by resp_seg[0..nresp_seg).  Without it, resp_body is all. */
+  int resp_seg_ok;
+  struct srv_seg resp_seg[SRV_MAX_OUTPUTS];
+  int nresp_seg;
 };
 
 /* ======================================================================
@@ -225,8 +259,9 @@ int srv_codec_tensor(struct srv_call *c, const char *path, int required,
  * Returns 0, or -1 if j is neither. */
 int srv_codec_number(const json_t *j, double *out);
 
-/* Encode c->outputs (or c->custom) as c->fmt into c->resp_body/resp_type.
- * npy needs exactly one output or c->pick, and no bfloat16 (406). */
+/* Encode c->outputs (or c->custom) as c->fmt into c->resp_body/resp_type
+ * (binary formats: and c->resp_seg when c->resp_seg_ok).  npy needs
+ * exactly one output or c->pick, and no bfloat16 (406). */
 int srv_codec_encode(struct srv_call *c, struct srv_err *err);
 
 /* Write the problem+json body of e into out. */

@@ -16,6 +16,10 @@
 #define F32_MAX_TXT 16
 /* Longest text of one float64 element ("-2.2250738585072014e-308,"). */
 #define F64_MAX_TXT 32
+/* Tensor data from this size up is sent from where it lies rather than
+ * copied into the response buffer (when the sender allows it): below it a
+ * copy is cheaper than the separate write it would otherwise take. */
+#define SEG_MIN ((size_t)64 << 10)
 
 /* ======================================================================
  * output bytes
@@ -103,6 +107,26 @@ static int out_fail(struct srv_call *c, size_t need, struct srv_err *err)
   return srv_fail(err, 500, NULL, "out of memory writing the response");
 }
 
+int srv_codec__emit_bytes(struct srv_call *c, const void *p, size_t n,
+                          struct srv_err *err)
+{
+  /* Once a segment is out, later bytes must follow it on the wire, so they
+   * become segments too (one per output at most: the array has room). */
+  if (c->resp_seg_ok && (c->nresp_seg > 0 || n >= SEG_MIN)) {
+    if (n == 0)
+      return 0;
+    if (c->nresp_seg >= SRV_MAX_OUTPUTS)
+      return srv_fail(err, 500, NULL, "too many pieces in the response");
+    c->resp_seg[c->nresp_seg].data = p;
+    c->resp_seg[c->nresp_seg].len = n;
+    c->nresp_seg++;
+    return 0;
+  }
+  if (srv_buf_append(&c->resp_body, p, n))
+    return out_fail(c, n, err);
+  return 0;
+}
+
 static size_t fmt_i32(char *p, int32_t v)
 {
   char tmp[12];
@@ -120,6 +144,43 @@ static size_t fmt_i32(char *p, int32_t v)
   return n;
 }
 
+/* Bias tables repeat a few values many times: ALiBi, Kerple and the
+ * masks depend on the distance j - i alone, T5 has one value per bucket
+ * (the load test's 4 x 16 x 16 ALiBi table has 52 distinct values in
+ * 1024).  A small direct-mapped memo from float bits to text turns most
+ * elements of such tables into one 16-byte copy -- formatting was a
+ * quarter of a small /v1/bias request's CPU; on data without repeats it
+ * costs a probe and a store per element, a few percent of formatting. */
+#define MEMO_BITS 8
+struct f32_memo {
+  uint32_t key[1u << MEMO_BITS];
+  uint8_t len[1u << MEMO_BITS]; /* 0: empty slot */
+  char txt[1u << MEMO_BITS][F32_MAX_TXT];
+};
+
+/* Write the text of f at p and return its length.  p has room for
+ * F32_MAX_TXT bytes (the per-element reservation of emit_data), which are
+ * copied whole: the bytes past the text are overwritten by what follows. */
+static inline size_t fmt_f32_memo(struct f32_memo *m, char *p, float f)
+{
+  uint32_t bits, h;
+  size_t len;
+
+  memcpy(&bits, &f, sizeof bits);
+  h = (bits * 0x9E3779B1u) >> (32 - MEMO_BITS);
+  if (m->len[h] && m->key[h] == bits) {
+    memcpy(p, m->txt[h], F32_MAX_TXT);
+    return m->len[h];
+  }
+  len = srv_codec_fmt_f32(p, f);
+  if (len < F32_MAX_TXT) {
+    m->key[h] = bits;
+    m->len[h] = (uint8_t)len;
+    memcpy(m->txt[h], p, F32_MAX_TXT);
+  }
+  return len;
+}
+
 /* The "data" array of n elements of dtype `to` at bytes. */
 static int emit_data(struct srv_call *c, const void *bytes, int to, int64_t n,
                      struct srv_err *err)
@@ -127,6 +188,9 @@ static int emit_data(struct srv_call *c, const void *bytes, int to, int64_t n,
   struct srv_buf *b = &c->resp_body;
   size_t per = to == AB_DTYPE_F64 ? F64_MAX_TXT : F32_MAX_TXT;
   int64_t i = 0, stop;
+  struct f32_memo memo;
+
+  memset(memo.len, 0, sizeof memo.len);
 
   if (srv_buf_append(b, "[", 1))
     return out_fail(c, 1, err);
@@ -140,7 +204,7 @@ static int emit_data(struct srv_call *c, const void *bytes, int to, int64_t n,
     case AB_DTYPE_F32: {
       const float *f = bytes;
       for (; i < stop; i++) {
-        p += srv_codec_fmt_f32(p, f[i]);
+        p += fmt_f32_memo(&memo, p, f[i]);
         *p++ = ',';
       }
       break;
@@ -149,7 +213,7 @@ static int emit_data(struct srv_call *c, const void *bytes, int to, int64_t n,
       /* The float16 value, exactly, as its shortest float32 text. */
       const uint16_t *h = bytes;
       for (; i < stop; i++) {
-        p += srv_codec_fmt_f32(p, ab_f16_to_f32(h[i]));
+        p += fmt_f32_memo(&memo, p, ab_f16_to_f32(h[i]));
         *p++ = ',';
       }
       break;
@@ -157,7 +221,7 @@ static int emit_data(struct srv_call *c, const void *bytes, int to, int64_t n,
     case AB_DTYPE_BF16: {
       const uint16_t *h = bytes;
       for (; i < stop; i++) {
-        p += srv_codec_fmt_f32(p, ab_bf16_to_f32(h[i]));
+        p += fmt_f32_memo(&memo, p, ab_bf16_to_f32(h[i]));
         *p++ = ',';
       }
       break;
@@ -315,6 +379,7 @@ int srv_codec_encode(struct srv_call *c, struct srv_err *err)
 {
   int rc;
 
+  c->nresp_seg = 0;
   /* A handler's own body (PNG, YAML, text) passes through untouched. */
   if (c->custom.len > 0) {
     srv_buf_free(&c->resp_body);
@@ -351,6 +416,7 @@ int srv_codec_encode(struct srv_call *c, struct srv_err *err)
   }
   if (rc) {
     srv_buf_free(&c->resp_body);
+    c->nresp_seg = 0;
     return -1;
   }
   if (!c->status)

@@ -296,11 +296,18 @@ static int try_lift(struct scan *s, size_t pos, size_t *end,
   size_t tl;
   int r;
 
-  close = memchr(p, ']', (size_t)(e - p));
-  if (!close)
-    return 0;
-  for (q = p; q < close; q++)
+  /* One pass to the first ']', counting commas, that gives up at the first
+   * '[' or '{': such an array is not flat, and stopping there keeps nested
+   * candidates ("data":[{"data":[...) from each scanning -- and reserving
+   * memory for -- the same inner array again. */
+  for (q = p; q < e && *q != ']'; q++) {
+    if (*q == '[' || *q == '{')
+      return 0;
     n += *q == ',';
+  }
+  if (q == e)
+    return 0;
+  close = q;
   if (n < SRV_CODEC_SPAN_MIN || (uint64_t)n > SIZE_MAX / sizeof(double))
     return 0;
   if (s->lift_ok < 0) /* decided once, on the first candidate */

@@ -341,17 +341,20 @@ int srv_codec__st_encode(struct srv_call *c, struct srv_err *err)
       goto oom;
   hlen = h.len;
   total = 8 + hlen + off;
-  if (srv_buf_reserve(out, total)) {
+  /* The data may be sent from where it lies (srv_codec__emit_bytes); room
+   * for all of it is only needed when it is copied. */
+  if (srv_buf_reserve(out, c->resp_seg_ok ? 8 + hlen : total)) {
     srv_buf_free(&h);
     return buf_fail(c, out, total, err);
   }
   wr_le64(len8, hlen);
   srv_buf_append(out, len8, 8);
   srv_buf_append(out, h.data, hlen);
-  for (i = 0; i < c->noutputs; i++)
-    if (!c->outputs[i].is_scalar)
-      srv_buf_append(out, bytes[i], sizes[i]);
   srv_buf_free(&h);
+  for (i = 0; i < c->noutputs; i++)
+    if (!c->outputs[i].is_scalar &&
+        srv_codec__emit_bytes(c, bytes[i], sizes[i], err) != 0)
+      return -1;
   c->resp_type = "application/vnd.safetensors";
   return 0;
 oom:
@@ -398,7 +401,8 @@ int srv_codec__npy_encode(struct srv_call *c, const struct srv_output *o,
   if (!bytes)
     return -1;
   total = 10 + hl + nbytes;
-  if (srv_buf_reserve(&c->resp_body, total))
+  if (srv_buf_reserve(&c->resp_body,
+                      c->resp_seg_ok ? total - nbytes : total))
     return buf_fail(c, &c->resp_body, total, err);
   start = c->resp_body.len;
   hl2[0] = (unsigned char)(hl & 0xff);
@@ -409,7 +413,8 @@ int srv_codec__npy_encode(struct srv_call *c, const struct srv_output *o,
   while (c->resp_body.len - start < total - nbytes - 1)
     srv_buf_append(&c->resp_body, " ", 1);
   srv_buf_append(&c->resp_body, "\n", 1);
-  srv_buf_append(&c->resp_body, bytes, nbytes);
+  if (srv_codec__emit_bytes(c, bytes, nbytes, err) != 0)
+    return -1;
   c->resp_type = "application/x-npy";
   return 0;
 }

@@ -1,8 +1,10 @@
 /* call.c: a call's pipeline, independent of MHD -- decode the body, run
  * the handler's prepare, run its jobs (inline when tiny, else on the pool),
  * then finish and encode.  Every failure on the way becomes the call's
- * problem+json response, so the HTTP side only ever sends c->resp_body. */
+ * problem+json response, so the HTTP side only ever sends c->resp_body
+ * (followed by c->resp_seg for a binary encoding). */
 #include "http/http.h"
+#include "util/jsonmem.h"
 #include "work/work.h"
 
 #include <stdlib.h>
@@ -30,6 +32,9 @@ void srv_call_init(struct srv_call *c, const struct srv_route *route)
   srv_buf_init(&c->ignored, 0);
   srv_buf_init(&c->resp_body, 0);
   c->out_dtype = AB_DTYPE_F32;
+  /* mhd.c sends resp_body followed by the segments, and keeps the call
+   * (its arena and body) alive until they are sent. */
+  c->resp_seg_ok = 1;
 }
 
 void srv_call_release(struct srv_call *c)
@@ -59,6 +64,7 @@ void srv_call_fail(struct srv_call *c, const struct srv_err *e)
 
   srv_buf_free(&c->resp_body);
   srv_buf_init(&c->resp_body, 0);
+  c->nresp_seg = 0;
   c->status = e->http;
   c->resp_type = "application/problem+json";
   if (srv_codec_problem(e, &c->resp_body) != 0) {
@@ -127,12 +133,41 @@ int srv_call_is_tiny(const struct srv_call *c)
   return flops <= INLINE_MAX_FLOPS && bytes <= INLINE_MAX_BYTES;
 }
 
+/* The most memory jansson may hold while one body is parsed (see
+ * util/jsonmem.c): a multiple of --max-body-mb. */
+static size_t parse_budget(void)
+{
+  double bytes = srv_cfg.max_body_mb * 1048576.0;
+
+  if (!(bytes > 0))
+    bytes = 0;
+  if (bytes >= (double)(SIZE_MAX / 8))
+    return srv_jsonmem_request_cap(SIZE_MAX / 8);
+  return srv_jsonmem_request_cap((size_t)bytes);
+}
+
 int srv_call_prepare(struct srv_call *c)
 {
   struct srv_err err;
 
   if (c->route->flags & SRV_ROUTE_BODY) {
-    if (srv_codec_decode_request(c, &err) != 0)
+    size_t cap = parse_budget();
+    int rc;
+
+    srv_jsonmem_begin(cap);
+    rc = srv_codec_decode_request(c, &err);
+    if (srv_jsonmem_end(NULL) && rc != 0) {
+      /* The parser ran out of its budget: the text is within the body cap
+       * but its structure is not (jansson reports it as a JSON error). */
+      srv_fail(&err, 413, NULL,
+               "parsing the body would take more than %zu MiB (8 x "
+               "--max-body-mb); JSON with that many small values costs far "
+               "more memory than its bytes -- send large tensors as \"data\" "
+               "arrays, \"b64\" or safetensors",
+               cap >> 20);
+      srv_metrics_reject(SRV_REJECT_OVER_BUDGET);
+    }
+    if (rc != 0)
       goto fail;
   } else {
     /* GET routes have no parameters and answer in their own format. */

@@ -16,12 +16,15 @@ struct srv_arena_block {
   struct srv_arena_block *next;
   size_t size; /* usable bytes after the header */
   size_t off;  /* bytes handed out */
+  size_t alloc; /* bytes srv_mem_alloc gave, header included */
   /* Pads the header to ARENA_ALIGN so the data after it stays aligned. */
-  char pad_[ARENA_ALIGN - 3 * sizeof(size_t)];
+  char pad_[ARENA_ALIGN - 4 * sizeof(size_t)];
 };
 
 _Static_assert(sizeof(struct srv_arena_block) == ARENA_ALIGN,
                "arena block header must keep data 64-byte aligned");
+_Static_assert(SRV_MEM_ALIGN % ARENA_ALIGN == 0,
+               "srv_mem_alloc must align blocks for the arena");
 
 void srv_arena_init(struct srv_arena *a, size_t cap)
 {
@@ -35,7 +38,7 @@ void srv_arena_init(struct srv_arena *a, size_t cap)
 static struct srv_arena_block *block_new(struct srv_arena *a, size_t size)
 {
   struct srv_arena_block *b;
-  size_t total;
+  size_t total, got;
   void *p;
 
   if (size > SIZE_MAX - sizeof *b)
@@ -43,10 +46,13 @@ static struct srv_arena_block *block_new(struct srv_arena *a, size_t size)
   total = sizeof *b + size;
   if (a->cap && (total > a->cap || a->used > a->cap - total))
     return NULL;
-  if (posix_memalign(&p, ARENA_ALIGN, total) != 0)
+  /* Large blocks (output tensors) come back already backed from an
+   * earlier request when one of a similar size was freed. */
+  p = srv_mem_alloc(total, &got);
+  if (!p)
     return NULL;
-  srv_mem_hint_large(p, total);
   b = p;
+  b->alloc = got;
   b->size = size;
   b->off = 0;
   a->used += total;
@@ -133,7 +139,7 @@ void srv_arena_free(struct srv_arena *a)
 
   while (b) {
     next = b->next;
-    free(b);
+    srv_mem_free(b, b->alloc);
     b = next;
   }
   a->head = NULL;

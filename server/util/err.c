@@ -22,6 +22,7 @@ static const struct {
     {413, "content-too-large", "Content Too Large"},
     {415, "unsupported-media-type", "Unsupported Media Type"},
     {500, "internal-error", "Internal Server Error"},
+    {501, "not-implemented", "Not Implemented"},
     {503, "service-unavailable", "Service Unavailable"},
 };
 

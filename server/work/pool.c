@@ -9,7 +9,9 @@
  *     after-work callbacks, starts each next job, and calls `done`;
  *   - pool threads run work items: they claim pieces of the current job from
  *     the task's atomic counter, and the one that finishes the call's last
- *     piece runs the `complete` step.
+ *     piece runs the `complete` step;
+ *   - a timer on the loop thread returns idle blocks of util/buf.c's cache
+ *     of large buffers (srv_mem_trim).
  * Lock order: g_lock is a leaf (nothing else is locked while holding it).
  * A task's fields other than the atomics are written by the loop thread
  * before uv_queue_work and read by workers after it; libuv's queue mutex
@@ -46,8 +48,14 @@ struct task {
   struct srv_err err;
 };
 
+/* How often the loop returns large blocks that sat unused in the reuse
+ * cache of util/buf.c (srv_mem_trim), and after how long unused. */
+#define TRIM_EVERY_MS 5000
+#define TRIM_IDLE_S 10.0
+
 static uv_loop_t g_loop;
 static uv_async_t g_wake;
+static uv_timer_t g_trim;
 static uv_thread_t g_thread;
 static int g_threads;
 static int g_started;
@@ -238,10 +246,20 @@ static void wake_cb(uv_async_t *h)
     start_phase(t);
   }
   /* Submissions are refused once g_stopping is set, so nothing can be
-   * added after this drain: closing the handle lets uv_run return as soon
+   * added after this drain: closing the handles lets uv_run return as soon
    * as the queued work has come back. */
-  if (stopping && !uv_is_closing((uv_handle_t *)h))
+  if (stopping && !uv_is_closing((uv_handle_t *)h)) {
     uv_close((uv_handle_t *)h, NULL);
+    uv_close((uv_handle_t *)&g_trim, NULL);
+  }
+}
+
+/* Large buffers kept for the next request are given back once idle: an
+ * idle server does not hold a large request's memory for long. */
+static void trim_cb(uv_timer_t *t)
+{
+  (void)t;
+  srv_mem_trim(TRIM_IDLE_S);
 }
 
 static void loop_main(void *arg)
@@ -274,10 +292,14 @@ int srv_work_start(int threads)
     uv_loop_close(&g_loop);
     return -1;
   }
+  /* Init and start cannot fail for a timer on a live loop. */
+  uv_timer_init(&g_loop, &g_trim);
+  uv_timer_start(&g_trim, trim_cb, TRIM_EVERY_MS, TRIM_EVERY_MS);
   g_stopping = 0;
   atomic_store(&g_cancel, 0);
   if (uv_thread_create(&g_thread, loop_main, NULL) != 0) {
     uv_close((uv_handle_t *)&g_wake, NULL);
+    uv_close((uv_handle_t *)&g_trim, NULL);
     uv_run(&g_loop, UV_RUN_DEFAULT);
     uv_loop_close(&g_loop);
     return -1;
@@ -388,4 +410,5 @@ void srv_work_stop(void)
   uv_thread_join(&g_thread);
   uv_loop_close(&g_loop);
   g_started = 0;
+  srv_mem_trim(0); /* nothing will reuse the kept blocks now */
 }
