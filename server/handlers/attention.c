@@ -262,12 +262,8 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
   ab_job_t *job = NULL;
   enum ab_status st;
 
-  if (srv_pctx_root(c, &pc, err) != 0)
+  if (!(rq = srv_handler_begin(c, &pc, sizeof *rq, err)))
     return -1;
-  rq = srv_arena_calloc(&c->arena, 1, sizeof *rq);
-  if (!rq)
-    return srv_fail(err, 500, NULL, "out of memory");
-  c->state = rq;
   b = (struct srv_pbind){&srv_ptab_attention, rq, 0};
   if (srv_params_parse(&pc, c->params, &b, err) != 0)
     return -1;

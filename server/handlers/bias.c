@@ -388,12 +388,8 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
   float *bias = NULL;
   int32_t *buckets = NULL;
 
-  if (srv_pctx_root(c, &pc, err) != 0)
+  if (!(rq = srv_handler_begin(c, &pc, sizeof *rq, err)))
     return -1;
-  rq = srv_arena_calloc(&c->arena, 1, sizeof *rq);
-  if (!rq)
-    return srv_fail(err, 500, NULL, "out of memory");
-  c->state = rq;
 
   if (srv_params_enum(&pc, c->params, &srv_param_bias_method, &method, err) <
       0)

@@ -165,12 +165,8 @@ int srv_h_encodings(struct srv_call *c, struct srv_err *err)
   float *out;
   enum ab_status st;
 
-  if (srv_pctx_root(c, &pc, err) != 0)
+  if (!(rq = srv_handler_begin(c, &pc, sizeof *rq, err)))
     return -1;
-  rq = srv_arena_calloc(&c->arena, 1, sizeof *rq);
-  if (!rq)
-    return srv_fail(err, 500, NULL, "out of memory");
-  c->state = rq;
   ab_encoding_params_init(&rq->p);
 
   if (srv_params_enum(&pc, c->params, &enc_common[0], &method, err) < 0)

@@ -59,6 +59,22 @@ int srv_pctx_root(struct srv_call *c, struct srv_pctx *pc,
   return 0;
 }
 
+void *srv_handler_begin(struct srv_call *c, struct srv_pctx *pc, size_t size,
+                        struct srv_err *err)
+{
+  void *state;
+
+  if (srv_pctx_root(c, pc, err) != 0)
+    return NULL;
+  state = srv_arena_calloc(&c->arena, 1, size);
+  if (!state) {
+    srv_fail(err, 500, NULL, "out of memory");
+    return NULL;
+  }
+  c->state = state;
+  return state;
+}
+
 void srv_pctx_child(const struct srv_pctx *pc, const char *name,
                     struct srv_pctx *child)
 {

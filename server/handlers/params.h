@@ -111,6 +111,11 @@ struct srv_pctx {
  * -1 with err 500 on allocation failure). */
 int srv_pctx_root(struct srv_call *c, struct srv_pctx *pc,
                   struct srv_err *err);
+/* How every /v1 handler starts: the root context, and the handler's state
+ * (`size` zeroed bytes in the arena, also stored in c->state).  Returns the
+ * state, or NULL with err set (500). */
+void *srv_handler_begin(struct srv_call *c, struct srv_pctx *pc, size_t size,
+                        struct srv_err *err);
 /* The context of member `name` (an object key or an array index). */
 void srv_pctx_child(const struct srv_pctx *pc, const char *name,
                     struct srv_pctx *child);

@@ -556,12 +556,8 @@ int srv_h_rope(struct srv_call *c, struct srv_err *err)
   int have_qk, i;
   enum ab_status st;
 
-  if (srv_pctx_root(c, &pc, err) != 0)
+  if (!(rq = srv_handler_begin(c, &pc, sizeof *rq, err)))
     return -1;
-  rq = srv_arena_calloc(&c->arena, 1, sizeof *rq);
-  if (!rq)
-    return srv_fail(err, 500, NULL, "out of memory");
-  c->state = rq;
   req = (struct srv_pbind){&srv_ptab_rope_request, rq, 0};
   if (srv_params_parse(&pc, c->params, &req, err) != 0)
     return -1;
