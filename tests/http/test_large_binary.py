@@ -1,0 +1,206 @@
+"""test_large_binary.py: large binary answers and the memory behind them.
+
+A binary response (safetensors, .npy) sends large tensors straight from the
+request's memory instead of copying them into the response, and large
+blocks (request bodies, output tensors) are kept after a request for the
+next one.  What must hold: the bytes are exactly the tensors (checked
+against a float64 numpy attention written here), also on a keep-alive
+connection where requests of different sizes follow one another and reuse
+each other's blocks (stale data from an earlier request would show), for
+converted dtypes, and for a client that goes away in the middle of a
+response.  (util/buf.c's cache itself, bounds and trimming, is tested in
+tests/server/test-mem.c.)
+
+Run:  /usr/bin/python3 tests/http/run.py --server build/attnbiasd tests/http/test_large_binary.py
+"""
+
+import http.client
+import json
+import math
+import struct
+import time
+
+import numpy as np
+
+import run
+
+ST = "application/vnd.safetensors"
+NPY = "application/x-npy"
+
+
+def st_dump(tensors, params):
+    """A safetensors file: float32 tensors, params in __metadata__."""
+    header = {"__metadata__": {"params": json.dumps(params)}}
+    blobs, off = [], 0
+    for name, arr in tensors.items():
+        b = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape),
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def st_load(body):
+    """Every tensor of a safetensors file, checking that the data offsets
+    tile the data section exactly (no gap, no overlap, nothing after)."""
+    n = struct.unpack("<Q", body[:8])[0]
+    header = json.loads(body[8:8 + n])
+    data = body[8 + n:]
+    dt = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I32": "<i4"}
+    out, spans = {}, []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        spans.append((b, e))
+        out[name] = np.frombuffer(data[b:e], dtype=dt[info["dtype"]]).reshape(info["shape"])
+    spans.sort()
+    assert spans[0][0] == 0 and spans[-1][1] == len(data), (spans, len(data))
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), spans
+    return out
+
+
+def npy_load(body):
+    assert body[:8] == b"\x93NUMPY\x01\x00", body[:8]
+    hl = struct.unpack("<H", body[8:10])[0]
+    assert (10 + hl) % 64 == 0, hl
+    head = body[10:10 + hl].decode("latin1")
+    assert head.endswith("\n"), head
+    meta = eval(head, {"__builtins__": {}}, {"False": False, "True": True})  # the dict literal of the format
+    arr = np.frombuffer(body[10 + hl:], dtype=meta["descr"])
+    return arr.reshape(meta["shape"])
+
+
+def ref_attention(q, k, v):
+    """Dense softmax attention in float64, bhsd: output and log-sum-exp."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    mx = s.max(-1, keepdims=True)
+    e = np.exp(s - mx)
+    den = e.sum(-1, keepdims=True)
+    return (e / den) @ v, (np.log(den) + mx)[..., 0]
+
+
+def qkv(seed, h, n, d):
+    g = np.random.default_rng(seed)
+    return tuple(g.uniform(-1, 1, size=(1, h, n, d)).astype(np.float32) for _ in range(3))
+
+
+def post(conn, path, body, ctype, accept):
+    conn.request("POST", path, body=body, headers={"Content-Type": ctype, "Accept": accept})
+    r = conn.getresponse()
+    return r.status, r.getheader("Content-Type", ""), r.read()
+
+
+def check_attention(status, ctype, body, q, k, v, want_lse=True, what=""):
+    assert status == 200, (what, status, body[:300])
+    assert ctype.startswith(ST), (what, ctype)
+    got = st_load(body)
+    out, lse = ref_attention(q, k, v)
+    assert got["output"].shape == out.shape, (what, got["output"].shape)
+    np.testing.assert_allclose(got["output"], out, rtol=1e-4, atol=2e-6, err_msg=what)
+    if want_lse:
+        np.testing.assert_allclose(got["lse"], lse, rtol=1e-5, atol=1e-5, err_msg=what)
+
+
+def test_large_safetensors_output_and_lse(server):
+    """output [1, 4, 256, 64] (256 KiB: sent in place) then lse (small, but
+    after it): both exact, offsets tiling the data."""
+    q, k, v = qkv(1, 4, 256, 64)
+    body = st_dump({"q": q, "k": k, "v": v}, {"return": ["output", "lse"]})
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=60 * run.SLOW)
+    try:
+        check_attention(*post(conn, "/v1/attention", body, ST, ST), q, k, v, what="st")
+    finally:
+        conn.close()
+
+
+def test_large_npy_and_float16(server):
+    q, k, v = qkv(2, 4, 256, 64)
+    out, _ = ref_attention(q, k, v)
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=60 * run.SLOW)
+    try:
+        st, ct, b = post(conn, "/v1/attention", st_dump({"q": q, "k": k, "v": v}, {}), ST, NPY)
+        assert st == 200 and ct.startswith(NPY), (st, ct, b[:200])
+        got = npy_load(b)
+        assert got.dtype == np.float32 and got.shape == out.shape, (got.dtype, got.shape)
+        np.testing.assert_allclose(got, out, rtol=1e-4, atol=2e-6)
+        # float16 output: a converted copy is what is sent in place.
+        st, ct, b = post(conn, "/v1/attention",
+                         st_dump({"q": q, "k": k, "v": v}, {"output_dtype": "float16"}), ST, ST)
+        assert st == 200, (st, b[:300])
+        got = st_load(b)["output"]
+        assert got.dtype == np.float16, got.dtype
+        np.testing.assert_allclose(got.astype(np.float64), out, rtol=2e-3, atol=2e-3)
+    finally:
+        conn.close()
+
+
+def test_keepalive_alternating_sizes_reuse_blocks(server):
+    """Bodies of 12 MiB and 6 MiB and outputs of 4 MiB and 2 MiB (large
+    enough to be kept and reused), alternating on one connection with new
+    data each time, a small JSON request between them: every answer is the
+    attention of its own request."""
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=120 * run.SLOW)
+    shapes = [(64, 64, 256), (32, 64, 256), (64, 64, 256), (64, 64, 256), (32, 64, 256)]
+    try:
+        for i, (h, n, d) in enumerate(shapes):
+            q, k, v = qkv(10 + i, h, n, d)
+            body = st_dump({"q": q, "k": k, "v": v}, {"return": ["output", "lse"]})
+            check_attention(*post(conn, "/v1/attention", body, ST, ST), q, k, v,
+                            what="request %d %s" % (i, (h, n, d)))
+            st, ct, b = post(conn, "/v1/bias",
+                             json.dumps({"method": "alibi", "num_heads": 2, "q_len": 3,
+                                         "k_len": 3}).encode(), "application/json",
+                             "application/json")
+            assert st == 200, (st, b[:200])
+            bias = np.array(json.loads(b)["bias"]["data"]).reshape(2, 3, 3)
+            dist = -np.abs(np.arange(3)[:, None] - np.arange(3)[None, :])
+            # ALiBi slopes 2^(-8 (i + 1) / H) (spec/methods.md 4.1), H = 2.
+            np.testing.assert_allclose(bias, [2.0 ** -4 * dist, 2.0 ** -8 * dist],
+                                       rtol=1e-6, atol=1e-9)
+    finally:
+        conn.close()
+
+
+def test_client_gone_mid_response(server):
+    """A client that reads the start of a 4 MiB answer and closes: the
+    server lets go of the request's memory and keeps answering."""
+    q, k, v = qkv(20, 64, 64, 256)
+    body = st_dump({"q": q, "k": k, "v": v}, {})
+    for _ in range(3):
+        s = server.connect(timeout=60)
+        try:
+            s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n"
+                      b"Accept: %s\r\nContent-Length: %d\r\n\r\n"
+                      % (ST.encode(), ST.encode(), len(body)) + body)
+            got = b""
+            while b"\r\n\r\n" not in got:
+                chunk = s.recv(65536)
+                assert chunk, got
+                got += chunk
+            assert got.startswith(b"HTTP/1.1 200"), got[:100]
+        finally:
+            s.close()
+    assert server.get("/healthz").status == 200
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=60 * run.SLOW)
+    try:
+        q, k, v = qkv(21, 64, 64, 256)
+        check_attention(*post(conn, "/v1/attention",
+                              st_dump({"q": q, "k": k, "v": v}, {"return": ["output", "lse"]}),
+                              ST, ST), q, k, v, what="after the aborts")
+    finally:
+        conn.close()
+    # Every request is over, none is left holding a slot.
+    deadline = time.monotonic() + 10 * run.SLOW
+    while time.monotonic() < deadline:
+        m = server.metrics()
+        if m[("attnbias_queue_depth", frozenset())] == 0 and \
+                m[("attnbias_inflight_requests", frozenset())] <= 1:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("requests still open: %r" % (m,))
