@@ -259,6 +259,34 @@ _SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$')
 _LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
+def read_response(sock, timeout=10.0):
+    """Read one Content-Length-framed HTTP response from a raw socket (for
+    tests that speak HTTP by hand) -> (status, headers with lower-case names,
+    body, bytes read past the body); the body is short when the peer closes
+    early."""
+    sock.settimeout(timeout * SLOW)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError("connection closed before a response: %r" % buf[:200])
+        buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    n = int(headers.get("content-length", "0"))
+    while len(rest) < n:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return status, headers, rest[:n], rest[n:]
+
+
 def parse_metrics(text):
     """Prometheus text format 0.0.4 -> {(name, frozenset(labels)): float}.
     Raises ValueError on a line that is not a comment or a sample."""

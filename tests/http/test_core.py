@@ -54,29 +54,9 @@ def gauge(srv, name):
 
 
 def read_response(sock, timeout=10.0):
-    """Read one HTTP response (Content-Length framed) from sock ->
-    (status, headers dict lower-case, body); b'' body when closed early."""
-    sock.settimeout(timeout * run.SLOW)
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise AssertionError("connection closed before a response: %r" % buf)
-        buf += chunk
-    head, _, rest = buf.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for ln in lines[1:]:
-        k, _, v = ln.partition(":")
-        headers[k.strip().lower()] = v.strip()
-    n = int(headers.get("content-length", "0"))
-    while len(rest) < n:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return status, headers, rest[:n]
+    """One response -> (status, headers, body): run.read_response without
+    the leftover bytes."""
+    return run.read_response(sock, timeout)[:3]
 
 
 def attention_body(n, heads=8, dim=64):

@@ -198,30 +198,7 @@ def b64f32(*vals):
     return base64.b64encode(f32(*vals)).decode()
 
 
-def read_response(sock, timeout=10.0):
-    """One Content-Length-framed response from sock -> (status, headers,
-    body, leftover bytes)."""
-    sock.settimeout(timeout * run.SLOW)
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise AssertionError("connection closed before a response: %r" % buf[:200])
-        buf += chunk
-    head, _, rest = buf.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for ln in lines[1:]:
-        k, _, v = ln.partition(":")
-        headers[k.strip().lower()] = v.strip()
-    n = int(headers.get("content-length", "0"))
-    while len(rest) < n:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return status, headers, rest[:n], rest[n:]
+read_response = run.read_response
 
 
 def raw_status(out):
