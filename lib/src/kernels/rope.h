@@ -114,6 +114,40 @@ struct ab__rope_kernels {
 #define AB__ROPE_C10 -2.755731922398589e-07
 #define AB__ROPE_C12 2.08767569878681e-09
 
+/* The rotate_rows driver shared by the SIMD files: prefetch ahead, rotate
+ * one row with the ISA's row kernel for the pairing, copy the channels past
+ * rotary_dim with its tail copy.  Static inline with constant function
+ * arguments, so each ISA file gets its own direct-call copy.  The caller
+ * fences streaming stores. */
+typedef void (*ab__rope_row_fn)(float *o, const float *x, const float *cp,
+                                const float *sp, int64_t h, int nt);
+typedef void (*ab__rope_tail_fn)(float *o, const float *x, int64_t from,
+                                 int64_t dim, int nt);
+static inline void ab__rope_rows_drive(float *out, int64_t ldo,
+                                       const float *x, int64_t ldx,
+                                       const float *cs, int64_t ldcs,
+                                       int64_t rows, int64_t h, int64_t dim,
+                                       int nt, ab__rope_row_fn row,
+                                       ab__rope_tail_fn tail)
+{
+  const int64_t ahead = ab__rope_prefetch_rows(dim);
+  int64_t i;
+
+  for (i = 0; i < rows; i++) {
+    const float *xr = x + i * ldx, *c = cs + i * ldcs;
+    float *o = out + i * ldo;
+
+    /* Also past this call's last row: in bshd the next call rotates the
+     * rows that follow (the next token's heads), and a piece of bhsd rows
+     * is long enough that the few rows past its end cost nothing. */
+    if (ahead)
+      ab__rope_prefetch_row(xr, ahead * ldx, dim);
+    row(o, xr, c, c + h, h, nt);
+    if (dim > 2 * h && o != xr)
+      tail(o, xr, 2 * h, dim, nt);
+  }
+}
+
 void ab__rope_kernels_ref(struct ab__rope_kernels *k);
 /* Installed by kernels/x86/init-avx2.c and init-avx512.c. */
 void ab__rope_kernels_avx2(struct ab__rope_kernels *k);

@@ -166,26 +166,8 @@ static void rotate_rows_avx512(float *out, int64_t ldo, const float *x,
                                int64_t rows, int64_t h, int64_t dim,
                                int interleaved, int nt)
 {
-  const int64_t ahead = ab__rope_prefetch_rows(dim);
-  int64_t i;
-
-  for (i = 0; i < rows; i++) {
-    const float *xr = x + i * ldx, *c = cs + i * ldcs;
-    float *o = out + i * ldo;
-
-    /* Also past this call's last row: in bshd the next call rotates the
-     * rows that follow (the next token's heads), and a piece of bhsd rows
-     * is long enough that the few rows past its end cost nothing. */
-    if (ahead)
-      ab__rope_prefetch_row(xr, ahead * ldx, dim);
-
-    if (interleaved)
-      row_interleaved(o, xr, c, c + h, h, nt);
-    else
-      row_half(o, xr, c, c + h, h, nt);
-    if (dim > 2 * h && o != xr)
-      copy_tail(o, xr, 2 * h, dim, nt);
-  }
+  ab__rope_rows_drive(out, ldo, x, ldx, cs, ldcs, rows, h, dim, nt,
+                      interleaved ? row_interleaved : row_half, copy_tail);
   if (nt) /* streaming stores are weakly ordered: publish them */
     _mm_sfence();
 }
