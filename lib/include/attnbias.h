@@ -187,6 +187,18 @@ AB_API double ab_job_flops(const ab_job_t *job);
  * NULL and a scratch size > 0 it allocates and frees its own. */
 AB_API enum ab_status ab_job_run(const ab_job_t *job, int64_t piece,
                                  void *scratch);
+/* What a piece writes, for callers that send results while a job runs:
+ * *first = the lowest element offset (from the output's base pointer, in
+ * elements, whatever its strides) that `piece` writes in `output` (the
+ * data pointer of one of the job's outputs, as passed to the *_job call),
+ * or INT64_MAX when the piece writes none of it.  The pieces together
+ * write every element of each output, each element once; so once every
+ * piece p with *first(p) < X has finished, elements [0, X) of that output
+ * are final.  Attention jobs describe out, lse and weights; other job
+ * kinds return INVALID_ARG naming "job" (as do outputs the job does not
+ * write, naming "output"). */
+AB_API enum ab_status ab_job_piece_first(const ab_job_t *job, int64_t piece,
+                                         const void *output, int64_t *first);
 /* Run every piece in order on the calling thread (allocates scratch once);
  * stops at the first failing piece and returns its status. */
 AB_API enum ab_status ab_job_run_all(const ab_job_t *job);

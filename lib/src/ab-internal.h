@@ -45,6 +45,11 @@ struct ab_job {
   enum ab_status (*run)(const struct ab_job *job, int64_t piece,
                         void *scratch);
   void (*destroy)(struct ab_job *job); /* frees ctx's resources; may be NULL */
+  /* The lowest element offset from `output` that `piece` writes
+   * (INT64_MAX: none; -1: `output` is not one of the job's outputs).  NULL
+   * for job kinds that do not say (ab_job_piece_first). */
+  int64_t (*first)(const struct ab_job *job, int64_t piece,
+                   const void *output);
   void *ctx;
 };
 /* Allocate a job whose ctx is a zeroed block of ctx_size bytes. */

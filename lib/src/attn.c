@@ -658,6 +658,8 @@ static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
   return AB_STATUS_OK;
 }
 
+static int64_t attn_first(const struct ab_job *job, int64_t piece,
+                          const void *output);
 static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
                                void *scratch);
 
@@ -688,6 +690,7 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
     return st;
   job->run = attn_run;
   job->destroy = attn_destroy;
+  job->first = attn_first;
   c = job->ctx;
   c->s = s;
   c->kern = t && t->kernels ? t->kernels : ab__kernels();
@@ -824,6 +827,48 @@ struct block {
   const float **bptr;
 };
 
+/* The rows of a piece: batch entry b, query heads h0.., positions r0..r0+bq
+ * (the block's head x position product, m rows).  Returns its kv head. */
+static int64_t piece_block(const struct attn_ctx *c, int64_t piece,
+                           struct block *bl)
+{
+  const struct attn_shape *s = &c->s;
+  int64_t idx = c->order[piece], qb, hc, kvh;
+
+  qb = idx % c->nqb;
+  idx /= c->nqb;
+  hc = idx % c->nhc;
+  idx /= c->nhc;
+  kvh = idx % s->Hkv;
+  bl->b = idx / s->Hkv;
+  bl->r0 = qb * c->bq;
+  bl->bq = ab__min64(c->bq, s->Nq - bl->r0);
+  bl->h0 = kvh * s->G + hc * c->hg;
+  bl->m = ab__min64(c->hg, s->G - hc * c->hg) * bl->bq;
+  return kvh;
+}
+
+/* ab_job_piece_first: a block's lowest element is its first row's (every
+ * stride is >= 0), at column 0. */
+static int64_t attn_first(const struct ab_job *job, int64_t piece,
+                          const void *output)
+{
+  const struct attn_ctx *c = job->ctx;
+  const struct attn_shape *s = &c->s;
+  struct block bl;
+  int64_t row;
+
+  piece_block(c, piece, &bl);
+  row = (bl.b * s->Hq + bl.h0) * s->Nq + bl.r0; /* head-major row index */
+  if (output == (const void *)c->out)
+    return bl.b * c->ost[0] + bl.h0 * c->ost[1] + bl.r0 * c->ost[2];
+  if (c->lse && output == (const void *)c->lse)
+    return row;
+  if (c->weights && output == (const void *)c->weights)
+    return row * s->Nk;
+  return -1;
+}
+
 static int64_t row_head(const struct block *bl, int64_t i)
 {
   return bl->h0 + i / bl->bq;
@@ -936,18 +981,9 @@ static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
   unsigned char *w = scratch;
   struct ab__attn_tile t;
   struct block bl;
-  int64_t idx = c->order[piece], qb, hc, kvh, kvlen, i, j0, k;
+  int64_t kvh, kvlen, i, j0, k;
 
-  qb = idx % c->nqb;
-  idx /= c->nqb;
-  hc = idx % c->nhc;
-  idx /= c->nhc;
-  kvh = idx % s->Hkv;
-  bl.b = idx / s->Hkv;
-  bl.r0 = qb * c->bq;
-  bl.bq = ab__min64(c->bq, s->Nq - bl.r0);
-  bl.h0 = kvh * s->G + hc * c->hg;
-  bl.m = ab__min64(c->hg, s->G - hc * c->hg) * bl.bq;
+  kvh = piece_block(c, piece, &bl);
   bl.mp = round_up(bl.m, AB__ATTN_ROW_PAD);
   bl.k = c->k + bl.b * c->kst[0] + kvh * c->kst[1];
   bl.v = c->v + bl.b * c->vst[0] + kvh * c->vst[1];

@@ -502,6 +502,30 @@ enum ab_status ab_job_run(const ab_job_t *job, int64_t piece, void *scratch)
   return st;
 }
 
+enum ab_status ab_job_piece_first(const ab_job_t *job, int64_t piece,
+                                  const void *output, int64_t *first)
+{
+  int64_t f;
+
+  if (!job || !first || !output)
+    return ab__fail(AB_STATUS_INVALID_ARG, !job ? "job" : "output",
+                    "%s is NULL", !job ? "job" : !first ? "first" : "output");
+  if (piece < 0 || piece >= job->pieces)
+    return ab__fail(AB_STATUS_OUT_OF_RANGE, "piece",
+                    "piece %lld is not in 0..%lld", (long long)piece,
+                    (long long)job->pieces - 1);
+  if (!job->first)
+    return ab__fail(AB_STATUS_INVALID_ARG, "job",
+                    "this kind of job does not describe what its pieces "
+                    "write");
+  f = job->first(job, piece, output);
+  if (f < 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, "output",
+                    "%p is not an output of this job", output);
+  *first = f;
+  return AB_STATUS_OK;
+}
+
 enum ab_status ab_job_run_all(const ab_job_t *job)
 {
   enum ab_status st = AB_STATUS_OK;

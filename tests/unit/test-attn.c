@@ -1087,6 +1087,118 @@ TEST(attn_job_pieces_any_order)
   return 0;
 }
 
+/* One piece at a time on outputs filled with a sentinel: the lowest element
+ * each piece changes must be what ab_job_piece_first says, and after every
+ * piece ran no sentinel may remain (the pieces write all of each output).
+ * Covers GQA, a decode step (head groups in one block), causal with
+ * several blocks per head, both layouts (bshd out is strided by head) and
+ * lse + weights. */
+static int piece_first_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq,
+                            int64_t Nk, int64_t D, int layout, int causal)
+{
+  const int64_t nout = B * Hq * Nq * D, nl = B * Hq * Nq, nw = nl * Nk;
+  const int64_t qsh[4] = {B, layout == AB_LAYOUT_BHSD ? Hq : Nq,
+                          layout == AB_LAYOUT_BHSD ? Nq : Hq, D};
+  const int64_t ksh[4] = {B, layout == AB_LAYOUT_BHSD ? Hkv : Nk,
+                          layout == AB_LAYOUT_BHSD ? Nk : Hkv, D};
+  float *q = malloc(sizeof(float) * (size_t)nout);
+  float *k = malloc(sizeof(float) * (size_t)(B * Hkv * Nk * D));
+  float *v = malloc(sizeof(float) * (size_t)(B * Hkv * Nk * D));
+  float *out = malloc(sizeof(float) * (size_t)nout);
+  float *lse = malloc(sizeof(float) * (size_t)nl);
+  float *w = malloc(sizeof(float) * (size_t)nw);
+  float *outs[3] = {out, lse, w};
+  const int64_t n[3] = {nout, nl, nw};
+  const float sentinel = 1234.5f;
+  struct ab_tensor tq, tk, tv;
+  struct ab_attn_params p;
+  ab_job_t *job;
+  int64_t i, piece, first, o;
+  int fails = 0;
+
+  for (i = 0; i < nout; i++)
+    q[i] = (float)test_uniform(-1, 1);
+  for (i = 0; i < B * Hkv * Nk * D; i++) {
+    k[i] = (float)test_uniform(-1, 1);
+    v[i] = (float)test_uniform(-1, 1);
+  }
+  for (o = 0; o < 3; o++)
+    for (i = 0; i < n[o]; i++)
+      outs[o][i] = sentinel;
+  CHECK_OK(ab_tensor_init(&tq, q, AB_DTYPE_F32, 4, qsh));
+  CHECK_OK(ab_tensor_init(&tk, k, AB_DTYPE_F32, 4, ksh));
+  CHECK_OK(ab_tensor_init(&tv, v, AB_DTYPE_F32, 4, ksh));
+  ab_attn_params_init(&p);
+  p.q = &tq, p.k = &tk, p.v = &tv, p.layout = (enum ab_layout)layout;
+  p.causal = causal, p.out = out, p.lse = lse, p.weights = w;
+  CHECK_OK(ab_attention_job(&p, &job));
+  for (piece = 0; piece < ab_job_pieces(job); piece++) {
+    int64_t lowest[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
+    float *before[3];
+
+    for (o = 0; o < 3; o++) {
+      before[o] = malloc(sizeof(float) * (size_t)n[o]);
+      memcpy(before[o], outs[o], sizeof(float) * (size_t)n[o]);
+    }
+    CHECK_OK(ab_job_run(job, piece, NULL));
+    for (o = 0; o < 3; o++) {
+      for (i = 0; i < n[o] && lowest[o] == INT64_MAX; i++)
+        if (memcmp(&before[o][i], &outs[o][i], sizeof(float)) != 0)
+          lowest[o] = i;
+      free(before[o]);
+      CHECK_OK(ab_job_piece_first(job, piece, outs[o], &first));
+      if (first != lowest[o]) {
+        fprintf(stderr, "  piece %lld output %lld: first %lld, lowest "
+                "written %lld (B=%lld Hq=%lld Hkv=%lld Nq=%lld layout=%d)\n",
+                (long long)piece, (long long)o, (long long)first,
+                (long long)lowest[o], (long long)B, (long long)Hq,
+                (long long)Hkv, (long long)Nq, layout);
+        fails++;
+      }
+    }
+  }
+  for (o = 0; o < 3; o++)
+    for (i = 0; i < n[o]; i++)
+      if (outs[o][i] == sentinel) {
+        fprintf(stderr, "  output %lld element %lld never written\n",
+                (long long)o, (long long)i);
+        fails++;
+        break;
+      }
+  /* Not an output of the job; and out of range. */
+  CHECK_FAILS(ab_job_piece_first(job, 0, q, &first), AB_STATUS_INVALID_ARG,
+              "output");
+  CHECK_FAILS(ab_job_piece_first(job, ab_job_pieces(job), out, &first),
+              AB_STATUS_OUT_OF_RANGE, "piece");
+  ab_job_free(job);
+  free(q), free(k), free(v), free(out), free(lse), free(w);
+  return fails;
+}
+
+TEST(attn_job_piece_first_is_lowest_written)
+{
+  struct ab_bias_params bp;
+  struct ab_geometry g;
+  float table[4 * 2 * 3];
+  ab_job_t *job;
+  int64_t first;
+
+  CHECK_EQ_I64(piece_first_case(2, 4, 2, 300, 70, 16, AB_LAYOUT_BHSD, 1), 0);
+  CHECK_EQ_I64(piece_first_case(1, 8, 2, 1, 50, 8, AB_LAYOUT_BHSD, 0), 0);
+  CHECK_EQ_I64(piece_first_case(2, 4, 4, 200, 40, 8, AB_LAYOUT_BSHD, 0), 0);
+  CHECK_EQ_I64(piece_first_case(1, 6, 3, 3, 9, 4, AB_LAYOUT_BSHD, 1), 0);
+  /* A job kind that does not describe its pieces says so. */
+  ab_geometry_init(&g, 2, 3);
+  ab_bias_params_init(&bp);
+  bp.method = AB_BIAS_ALIBI;
+  bp.num_heads = 4;
+  CHECK_OK(ab_bias_table_job(&bp, &g, table, NULL, &job));
+  CHECK_FAILS(ab_job_piece_first(job, 0, table, &first),
+              AB_STATUS_INVALID_ARG, "job");
+  ab_job_free(job);
+  return 0;
+}
+
 TEST(attn_flops_visible_part)
 {
   float dummy[1];
