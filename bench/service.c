@@ -170,6 +170,7 @@ static int parse_port(const char *text)
 struct http_resp {
   int status;
   char ctype[128];
+  double read_ms, compute_ms; /* from Server-Timing; -1: absent */
   char *body; /* malloc'd, decoded from chunked if need be */
   size_t len;
   size_t cap; /* bytes allocated at body */
@@ -188,6 +189,18 @@ static void http_resp_keep(struct http_resp *r)
   r->status = 0;
   r->ctype[0] = '\0';
   r->len = 0;
+}
+
+/* The dur= of phase `name` in a Server-Timing value, or -1. */
+static double timing_phase(const char *v, const char *name)
+{
+  size_t n = strlen(name);
+
+  for (const char *p = v; (p = strstr(p, name)) != NULL; p += n)
+    if ((p == v || p[-1] == ' ' || p[-1] == ',') && p[n] == ';' &&
+        strncmp(p + n, ";dur=", 5) == 0)
+      return strtod(p + n + 5, NULL);
+  return -1.0;
 }
 
 static int send_all(int fd, const char *p, size_t n)
@@ -247,6 +260,7 @@ static int http_do(int port, const char *method, const char *path,
   double end = bench_now() + timeout;
 
   memset(r, 0, sizeof *r);
+  r->read_ms = r->compute_ms = -1.0;
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     free(buf);
@@ -323,6 +337,9 @@ static int http_do(int port, const char *method, const char *path,
           has_clen = 1;
         } else if (strncasecmp(line, "transfer-encoding:", 18) == 0) {
           chunked = strstr(line + 18, "chunked") != NULL;
+        } else if (strncasecmp(line, "server-timing:", 14) == 0) {
+          r->read_ms = timing_phase(line + 14, "read");
+          r->compute_ms = timing_phase(line + 14, "compute");
         } else if (strncasecmp(line, "content-type:", 13) == 0) {
           snprintf(r->ctype, sizeof r->ctype, "%s",
                    line + 13 + strspn(line + 13, " "));
@@ -623,7 +640,7 @@ static void http_attention(struct bench_pool *pool, int port)
   const size_t per = (size_t)h * n * d;
   float *q = bench_alloc(per * 4), *k = bench_alloc(per * 4),
         *v = bench_alloc(per * 4), *out = bench_alloc(per * 4);
-  struct bench_samples http = {0}, kern = {0};
+  struct bench_samples http = {0}, kern = {0}, sread = {0}, scomp = {0};
   /* The response is read into one buffer kept across repetitions, as the
    * in-process side writes into one `out`: neither side pays for touching
    * fresh memory (~8k page faults for a 34 MB response in a new buffer --
@@ -657,9 +674,14 @@ static void http_attention(struct bench_pool *pool, int port)
       break;
     }
     rlen = resp.len;
-    http_resp_keep(&resp);
-    if (r >= 0)
+    if (r >= 0) {
       bench_samples_add(&http, dt * 1e3);
+      if (resp.read_ms >= 0)
+        bench_samples_add(&sread, resp.read_ms);
+      if (resp.compute_ms >= 0)
+        bench_samples_add(&scomp, resp.compute_ms);
+    }
+    http_resp_keep(&resp);
     dt = bench_attention_once(pool, q, k, v, out, h, n, d);
     if (dt < 0)
       break;
@@ -672,10 +694,30 @@ static void http_attention(struct bench_pool *pool, int port)
            n, bench_median(&http), bench_min(&http), bench_max(&http),
            (double)rlen * 1e-6, bench_median(&kern), bench_min(&kern),
            bench_max(&kern), bench_median(&http) / bench_median(&kern));
+    /* Where the wall time went, by the server's own clock: receiving the
+     * body, then computing while the answer streams out (or computing,
+     * then sending, for an answer that is not streamed). */
+    if (sread.n && scomp.n)
+      printf("   server's Server-Timing (medians): body read %.1f ms, "
+             "compute %.1f ms; the rest of the wall time %.1f ms\n",
+             bench_median(&sread), bench_median(&scomp),
+             bench_median(&http) - bench_median(&sread) -
+                 bench_median(&scomp));
+    else if (sread.n)
+      printf("   server's Server-Timing (medians): body read %.1f ms "
+             "(%.0f%% of the in-process kernel); computed while the answer "
+             "streamed: %.1f ms\n",
+             bench_median(&sread),
+             100.0 * bench_median(&sread) / bench_median(&kern),
+             bench_median(&http) - bench_median(&sread));
     res_begin("http_attention");
     res_int("N", n);
     res_num("ms_median", bench_median(&http));
     res_num("kernel_ms_median", bench_median(&kern));
+    if (sread.n)
+      res_num("server_read_ms", bench_median(&sread));
+    if (scomp.n)
+      res_num("server_compute_ms", bench_median(&scomp));
     res_end();
   }
 out:

@@ -156,6 +156,7 @@ struct srv_output {
 };
 
 struct srv_route;
+struct srv_stream; /* http/call.c */
 
 /* Bytes of a response sent from where they lie (see srv_call.resp_seg). */
 struct srv_seg {
@@ -200,6 +201,12 @@ struct srv_call {
   struct srv_buf resp_body;
   const char *resp_type;
   double kernel_seconds;    /* time spent in job pieces */
+  /* When each phase ended (srv_now_ns, 0: not reached): the body was in,
+   * decode + prepare were done, the first and the last piece ran, the
+   * response was encoded.  They make the Server-Timing header. */
+  struct {
+    uint64_t body, prepared, run_start, run_end, encoded;
+  } ts;
   /* When the sender sets resp_seg_ok, a binary encoding may leave large
    * tensors where they lie (arena, body: alive until the call is
    * released) instead of copying them: the response is then resp_body
@@ -207,6 +214,11 @@ struct srv_call {
   int resp_seg_ok;
   struct srv_seg resp_seg[SRV_MAX_OUTPUTS];
   int nresp_seg;
+  /* Set when the response goes out while the pieces still run (see
+   * srv_call_stream_begin): the pool calls piece_done(c, i) after each
+   * piece of the call's job that succeeded. */
+  struct srv_stream *stream;
+  void (*piece_done)(struct srv_call *c, int64_t piece);
 };
 
 /* ======================================================================
@@ -338,5 +350,7 @@ int srv_metrics_render(struct srv_buf *out);
 
 /* One line to stderr (timestamps added). */
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t srv_now_ns(void);
 
 #endif /* SRV_H */

@@ -7,6 +7,7 @@
 #include "util/jsonmem.h"
 #include "work/work.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,10 +38,47 @@ void srv_call_init(struct srv_call *c, const struct srv_route *route)
   c->resp_seg_ok = 1;
 }
 
+/* A response smaller than this is sent in one piece after the job: a
+ * handful of write buffers gains nothing from overlapping the kernels. */
+#define STREAM_MIN_BYTES ((uint64_t)1 << 20)
+/* A reader waiting for bytes is woken once this many past its position
+ * are ready (or the response is complete): fewer, fuller sends. */
+#define STREAM_WAKE_BYTES ((uint64_t)256 << 10)
+
+/* The state of a streamed response (srv_call_stream_begin); in the arena.
+ * Written by pool threads (piece_done, failure) and read by the HTTP
+ * thread sending the response, all under mu.  A piece's output bytes are
+ * written before the piece is marked done under mu, and read after the
+ * reader took mu and saw them ready: the mutex orders the two. */
+struct srv_stream {
+  pthread_mutex_t mu;
+  uint64_t total;       /* response bytes */
+  uint64_t ready;       /* [0, ready) are final */
+  uint64_t want;        /* a waiting reader's position */
+  int waiting, failed, ended; /* ended: every piece ran */
+  int64_t npieces, scan; /* order[0..scan) are done */
+  uint64_t *start;      /* piece -> lowest response byte it writes */
+  int64_t *order;       /* pieces by start */
+  unsigned char *done;  /* per piece */
+  void (*wake)(void *arg);
+  void *arg;
+};
+
+/* The call is not (or no longer) streamed. */
+static void stream_drop(struct srv_call *c)
+{
+  if (c->stream) {
+    pthread_mutex_destroy(&c->stream->mu);
+    c->stream = NULL;
+    c->piece_done = NULL;
+  }
+}
+
 void srv_call_release(struct srv_call *c)
 {
   int i;
 
+  stream_drop(c);
   /* Jobs borrow tensors in the arena and the body: free them first. */
   for (i = 0; i < c->njobs; i++)
     ab_job_free(c->jobs[i]);
@@ -96,13 +134,58 @@ static void finish_ok(struct srv_call *c)
   }
   if (!c->status)
     c->status = 200;
+  c->ts.encoded = srv_now_ns();
 }
 
-/* Pool thread, after the last piece: the same as the inline tail. */
+/* Under mu: wake a waiting reader when it has enough to send, when the
+ * response is complete or when it can never be. */
+static void stream_maybe_wake(struct srv_stream *s)
+{
+  if (s->waiting && (s->failed || s->ready >= s->total ||
+                     s->ready >= s->want + STREAM_WAKE_BYTES)) {
+    s->waiting = 0;
+    s->wake(s->arg);
+  }
+}
+
+/* Pool thread, after each piece of a streamed call. */
+static void stream_piece_done(struct srv_call *c, int64_t piece)
+{
+  struct srv_stream *s = c->stream;
+
+  pthread_mutex_lock(&s->mu);
+  s->done[piece] = 1;
+  while (s->scan < s->npieces && s->done[s->order[s->scan]])
+    s->scan++;
+  s->ready = s->scan < s->npieces ? s->start[s->order[s->scan]] : s->total;
+  if (s->ready > s->total)
+    s->ready = s->total;
+  stream_maybe_wake(s);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Pool thread, after the last piece: the same as the inline tail.  A
+ * streamed call is encoded already; a failure can only cut its response
+ * short (the status line went out long ago). */
 static void complete_on_pool(struct srv_call *c, int status,
                              const struct srv_err *err, void *arg)
 {
   (void)arg;
+  if (c->stream) {
+    struct srv_stream *s = c->stream;
+
+    pthread_mutex_lock(&s->mu);
+    if (status) {
+      s->failed = 1;
+      srv_log("streamed response cut: %s", err->detail);
+    } else {
+      s->ready = s->total;
+      s->ended = 1;
+    }
+    stream_maybe_wake(s);
+    pthread_mutex_unlock(&s->mu);
+    return;
+  }
   if (status)
     srv_call_fail(c, err);
   else
@@ -182,6 +265,7 @@ int srv_call_prepare(struct srv_call *c)
       srv_metrics_reject(SRV_REJECT_OVER_BUDGET);
     goto fail;
   }
+  c->ts.prepared = srv_now_ns();
   return 0;
 
 fail:
@@ -206,6 +290,7 @@ int srv_call_submit(struct srv_call *c,
   struct pending *p = srv_arena_alloc(&c->arena, sizeof *p);
 
   if (!p) {
+    stream_drop(c);
     srv_fail(&err, 500, NULL, "out of memory");
     srv_call_fail(c, &err);
     return -1;
@@ -213,9 +298,215 @@ int srv_call_submit(struct srv_call *c,
   p->done = done;
   p->arg = arg;
   if (srv_work_submit_full(c, complete_on_pool, done_on_loop, p) != 0) {
+    stream_drop(c);
     srv_fail(&err, 503, NULL, "the server is shutting down");
     srv_call_fail(c, &err);
     return -1;
   }
   return 0;
+}
+
+/* ---- streaming ---------------------------------------------------------- */
+
+struct start_piece {
+  uint64_t start;
+  int64_t piece;
+};
+
+static int cmp_start(const void *a, const void *b)
+{
+  const struct start_piece *x = a, *y = b;
+
+  if (x->start != y->start)
+    return x->start < y->start ? -1 : 1;
+  return (x->piece > y->piece) - (x->piece < y->piece);
+}
+
+/* Back out of an encoding made for streaming: the call runs as usual. */
+static int stream_undo(struct srv_call *c)
+{
+  srv_buf_free(&c->resp_body);
+  c->nresp_seg = 0;
+  c->status = 0;
+  c->resp_type = NULL;
+  return 0;
+}
+
+/* The response offset of every piece's lowest byte, over the segments
+ * that hold the job's outputs.  Returns 0, or -1 when a segment is not an
+ * output of the job or the job does not describe its pieces. */
+static int stream_starts(struct srv_call *c, const ab_job_t *job,
+                         struct srv_stream *s)
+{
+  uint64_t off = c->resp_body.len;
+  int64_t p;
+  int i, k;
+
+  for (p = 0; p < s->npieces; p++)
+    s->start[p] = UINT64_MAX;
+  for (i = 0; i < c->nresp_seg; i++) {
+    const struct srv_output *o = NULL;
+
+    for (k = 0; k < c->noutputs && !o; k++)
+      if (!c->outputs[k].is_scalar &&
+          c->outputs[k].t.data == c->resp_seg[i].data &&
+          (uint64_t)ab_tensor_numel(&c->outputs[k].t) * 4 ==
+              c->resp_seg[i].len)
+        o = &c->outputs[k];
+    if (!o)
+      return -1;
+    for (p = 0; p < s->npieces; p++) {
+      int64_t first;
+
+      if (ab_job_piece_first(job, p, o->t.data, &first) != AB_STATUS_OK)
+        return -1;
+      if (first != INT64_MAX && off + (uint64_t)first * 4 < s->start[p])
+        s->start[p] = off + (uint64_t)first * 4;
+    }
+    off += c->resp_seg[i].len;
+  }
+  return 0;
+}
+
+int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
+                          void *arg)
+{
+  struct srv_err err;
+  struct srv_stream *s;
+  struct start_piece *sp;
+  const ab_job_t *job;
+  uint64_t total;
+  int64_t np, p;
+  int i, expect = 0;
+
+  if (c->njobs != 1 || c->route->finish || c->custom_type ||
+      c->custom.len || c->out_dtype != AB_DTYPE_F32 ||
+      (c->fmt != SRV_FMT_SAFETENSORS && c->fmt != SRV_FMT_NPY))
+    return 0;
+  job = c->jobs[0];
+  np = ab_job_pieces(job);
+  if (np < 2)
+    return 0;
+  for (i = 0; i < c->noutputs; i++) {
+    const struct srv_output *o = &c->outputs[i];
+    if (o->is_scalar)
+      continue;
+    if (o->t.dtype != AB_DTYPE_F32 || !ab_tensor_is_contiguous(&o->t))
+      return 0;
+    expect++;
+  }
+  /* Encoding reads no output value when every output goes out as float32
+   * from where it lies (a segment); anything else is undone below. */
+  if (srv_codec_encode(c, &err) != 0) {
+    srv_call_fail(c, &err);
+    return -1;
+  }
+  if (c->nresp_seg != (c->fmt == SRV_FMT_NPY ? 1 : expect))
+    return stream_undo(c);
+  total = c->resp_body.len;
+  for (i = 0; i < c->nresp_seg; i++)
+    total += c->resp_seg[i].len;
+  if (total < STREAM_MIN_BYTES)
+    return stream_undo(c);
+
+  s = srv_arena_alloc(&c->arena, sizeof *s);
+  sp = s ? srv_arena_alloc(&c->arena, (size_t)np * sizeof *sp) : NULL;
+  if (!sp)
+    return stream_undo(c);
+  memset(s, 0, sizeof *s);
+  s->npieces = np;
+  s->start = srv_arena_alloc(&c->arena, (size_t)np * sizeof *s->start);
+  s->order = srv_arena_alloc(&c->arena, (size_t)np * sizeof *s->order);
+  s->done = srv_arena_alloc(&c->arena, (size_t)np);
+  if (!s->start || !s->order || !s->done || stream_starts(c, job, s) != 0)
+    return stream_undo(c);
+  memset(s->done, 0, (size_t)np);
+  for (p = 0; p < np; p++) {
+    sp[p].start = s->start[p];
+    sp[p].piece = p;
+  }
+  qsort(sp, (size_t)np, sizeof *sp, cmp_start);
+  for (p = 0; p < np; p++)
+    s->order[p] = sp[p].piece;
+  s->total = total;
+  s->ready = s->start[s->order[0]] < total ? s->start[s->order[0]] : total;
+  s->wake = wake;
+  s->arg = arg;
+  if (pthread_mutex_init(&s->mu, NULL) != 0)
+    return stream_undo(c);
+  c->stream = s;
+  c->piece_done = stream_piece_done;
+  c->status = 200;
+  c->ts.encoded = srv_now_ns();
+  return 1;
+}
+
+double srv_call_kernel_seconds(struct srv_call *c)
+{
+  struct srv_stream *s = c->stream;
+  double k;
+
+  if (!s)
+    return c->kernel_seconds;
+  /* The pool writes kernel_seconds before it takes mu to mark the end. */
+  pthread_mutex_lock(&s->mu);
+  k = s->failed || s->ended ? c->kernel_seconds : 0.0;
+  pthread_mutex_unlock(&s->mu);
+  return k;
+}
+
+uint64_t srv_call_stream_length(const struct srv_call *c)
+{
+  return c->stream ? c->stream->total : 0;
+}
+
+/* Copy n bytes of the response (resp_body, then the segments) from pos. */
+static void stream_copy(const struct srv_call *c, uint64_t pos, char *buf,
+                        size_t n)
+{
+  uint64_t base = 0;
+  int i;
+
+  for (i = -1; i < c->nresp_seg && n; i++) {
+    const char *p = i < 0 ? c->resp_body.data : c->resp_seg[i].data;
+    uint64_t len = i < 0 ? c->resp_body.len : c->resp_seg[i].len;
+
+    if (pos < base + len) {
+      size_t k = (size_t)(base + len - pos) < n ? (size_t)(base + len - pos)
+                                                : n;
+      memcpy(buf, p + (pos - base), k);
+      buf += k;
+      pos += k;
+      n -= k;
+    }
+    base += len;
+  }
+}
+
+long srv_call_stream_read(struct srv_call *c, uint64_t pos, char *buf,
+                          size_t max, void (*suspend)(void *arg), void *arg)
+{
+  struct srv_stream *s = c->stream;
+  uint64_t ready;
+  size_t n;
+
+  pthread_mutex_lock(&s->mu);
+  if (s->failed) {
+    pthread_mutex_unlock(&s->mu);
+    return -1;
+  }
+  ready = s->ready;
+  if (pos >= ready) {
+    /* Suspended under mu: the wake (from stream_maybe_wake, also under
+     * mu) can only come after this. */
+    s->waiting = 1;
+    s->want = pos;
+    suspend(arg);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+  }
+  pthread_mutex_unlock(&s->mu);
+  n = ready - pos < max ? (size_t)(ready - pos) : max;
+  stream_copy(c, pos, buf, n);
+  return (long)n;
 }

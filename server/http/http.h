@@ -51,6 +51,32 @@ void srv_call_run_inline(struct srv_call *c);
 int srv_call_submit(struct srv_call *c,
                     void (*done)(struct srv_call *c, void *arg), void *arg);
 
+/* Streaming: a prepared call whose response is binary (safetensors, .npy)
+ * made only of float32 outputs that its one job writes in place, with no
+ * finish step, is encoded before it runs, and its bytes go out as the
+ * pieces finish: a byte is sent once every piece that writes at or below
+ * it is done (ab_job_piece_first).  Returns 1: c->stream is set, the
+ * response layout (c->resp_body, c->resp_seg, status 200) is final, and
+ * the call is to be submitted with srv_call_submit, whose done still comes
+ * last; 0: not a streaming call (c unchanged); -1: the response could not
+ * be encoded and c holds the error to send instead of running.  wake(arg)
+ * will be called from a pool thread when bytes a reader waits for are
+ * ready (see srv_call_stream_read). */
+int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
+                          void *arg);
+/* Copy response bytes from `pos` (at most max) into buf.  Returns the
+ * count (> 0); or 0 after calling suspend(arg) when none are ready yet
+ * (wake follows when some are, never before suspend returned); or -1
+ * when the pieces failed and the response cannot be completed. */
+long srv_call_stream_read(struct srv_call *c, uint64_t pos, char *buf,
+                          size_t max, void (*suspend)(void *arg),
+                          void *arg);
+/* The whole response's length. */
+uint64_t srv_call_stream_length(const struct srv_call *c);
+/* c->kernel_seconds once the pool is done with c; for a streamed call
+ * whose client went away before its job ended, what is known so far (0). */
+double srv_call_kernel_seconds(struct srv_call *c);
+
 /* ---- metrics.c: counters (all thread-safe, lock-free) ---------------- */
 
 /* One finished request: route index into srv_route_table (-1 for requests

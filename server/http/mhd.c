@@ -30,6 +30,9 @@
  * that the connection is closed. */
 #define DISCARD_MAX ((size_t)8 << 20)
 
+/* Bytes MHD asks a streamed response for at a time (its send buffer). */
+#define STREAM_BLOCK ((size_t)256 << 10)
+
 /* Longest X-Attnbias-Ignored value sent; longer lists are cut with "...". */
 #define IGNORED_MAX 2048
 
@@ -66,14 +69,6 @@ static _Atomic int g_draining;
 static _Atomic int g_inflight; /* requests begun, not completed */
 static _Atomic int g_queue;    /* admitted, not finished */
 static size_t g_max_body;      /* bytes */
-
-static uint64_t now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int srv_http_inflight(void) { return atomic_load(&g_inflight); }
 int srv_http_queue_depth(void) { return atomic_load(&g_queue); }
@@ -153,6 +148,79 @@ static void response_done(void *cls)
   req_release(cls);
 }
 
+/* The Server-Timing value of a call (W3C Server Timing): how long each
+ * phase that was reached took, in ms -- reading the body, decoding and
+ * preparing, waiting for the pool, computing, encoding -- and the metric
+ * `stream` (no duration) for a response sent while it is computed.  Empty
+ * when nothing applies (an early refusal). */
+static void server_timing(const struct srv_req *rq, char *out, size_t cap)
+{
+  const struct srv_call *c = &rq->call;
+  struct {
+    const char *name;
+    uint64_t from, to;
+  } ph[] = {
+      {"read", rq->t0_ns, c->ts.body},
+      {"prepare", c->ts.body, c->ts.prepared},
+      {"queue", c->ts.prepared, c->ts.run_start},
+      {"compute", c->ts.run_start, c->ts.run_end},
+      {"encode", c->ts.run_end ? c->ts.run_end : c->ts.prepared,
+       c->ts.encoded},
+  };
+  size_t i, n = 0;
+
+  out[0] = '\0';
+  for (i = 0; i < sizeof ph / sizeof ph[0]; i++) {
+    int k;
+
+    if (!ph[i].from || !ph[i].to || ph[i].to < ph[i].from)
+      continue;
+    k = snprintf(out + n, cap - n, "%s%s;dur=%.3f", n ? ", " : "",
+                 ph[i].name, (double)(ph[i].to - ph[i].from) * 1e-6);
+    if (k < 0 || (size_t)k >= cap - n) {
+      out[n] = '\0';
+      return;
+    }
+    n += (size_t)k;
+  }
+  /* A streamed response goes out while it is computed: no compute or
+   * encode time can be known when the headers are sent. */
+  if (c->stream && cap - n > 16)
+    snprintf(out + n, cap - n, "%sstream", n ? ", " : "");
+}
+
+/* The headers every response of a call carries beside its body. */
+static void add_headers(struct srv_req *rq, struct MHD_Response *r)
+{
+  struct srv_call *c = &rq->call;
+  char ignored[IGNORED_MAX], timing[256];
+
+  MHD_add_response_header(r, "Content-Type",
+                          c->resp_type ? c->resp_type
+                                       : "application/octet-stream");
+  if (c->ignored.len) {
+    ignored_header(&c->ignored, ignored, sizeof ignored);
+    MHD_add_response_header(r, "X-Attnbias-Ignored", ignored);
+  }
+  server_timing(rq, timing, sizeof timing);
+  if (timing[0])
+    MHD_add_response_header(r, "Server-Timing", timing);
+  if (c->status == 503) {
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d",
+             rq->early.retry_after > 0 ? rq->early.retry_after : 1);
+    MHD_add_response_header(r, "Retry-After", ra);
+  }
+  if (c->status == 405 && rq->early.allow[0])
+    MHD_add_response_header(r, "Allow", rq->early.allow);
+  if (c->status == 401)
+    MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"attnbias\"");
+  /* While draining every response closes its connection, so that clients
+   * move to another instance. */
+  if (rq->close || atomic_load(&g_draining))
+    MHD_add_response_header(r, "Connection", "close");
+}
+
 /* Queue the response held in rq->call (status, body, type), with the
  * headers that the status and the server's state call for.  MHD sends the
  * call's own buffers -- resp_body, then any tensor left in place by the
@@ -165,7 +233,6 @@ static enum MHD_Result send_call(struct srv_req *rq, struct MHD_Connection *conn
   enum MHD_Result ok;
   size_t len = c->resp_body.len;
   int i;
-  char ignored[IGNORED_MAX];
 
   atomic_fetch_add(&rq->refs, 1); /* dropped by response_done */
   if (c->nresp_seg > 0) {
@@ -191,28 +258,7 @@ static enum MHD_Result send_call(struct srv_req *rq, struct MHD_Connection *conn
     req_release(rq);
     return MHD_NO;
   }
-  MHD_add_response_header(r, "Content-Type",
-                          c->resp_type ? c->resp_type
-                                       : "application/octet-stream");
-  if (c->ignored.len) {
-    ignored_header(&c->ignored, ignored, sizeof ignored);
-    MHD_add_response_header(r, "X-Attnbias-Ignored", ignored);
-  }
-  if (c->status == 503) {
-    char ra[16];
-    snprintf(ra, sizeof ra, "%d",
-             rq->early.retry_after > 0 ? rq->early.retry_after : 1);
-    MHD_add_response_header(r, "Retry-After", ra);
-  }
-  if (c->status == 405 && rq->early.allow[0])
-    MHD_add_response_header(r, "Allow", rq->early.allow);
-  if (c->status == 401)
-    MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"attnbias\"");
-  /* While draining every response closes its connection, so that clients
-   * move to another instance. */
-  if (rq->close || atomic_load(&g_draining))
-    MHD_add_response_header(r, "Connection", "close");
-
+  add_headers(rq, r);
   ok = MHD_queue_response(conn, (unsigned)c->status, r);
   MHD_destroy_response(r);
   rq->status = c->status;
@@ -417,7 +463,7 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
   atomic_init(&rq->refs, 1);
   rq->conn = conn;
   rq->route = -1;
-  rq->t0_ns = now_ns();
+  rq->t0_ns = srv_now_ns();
   snprintf(rq->method, sizeof rq->method, "%s", method);
   snprintf(rq->path, sizeof rq->path, "%s", url);
   /* The path is unescaped (%0A is a newline): keep log lines whole. */
@@ -495,6 +541,81 @@ static void on_pool_done(struct srv_call *c, void *arg)
   req_release(rq); /* the pool's reference */
 }
 
+/* ---- streamed responses (srv_call_stream_begin) ---- */
+
+/* MHD thread, inside stream_read: nothing to send until wake. */
+static void stream_suspend(void *arg)
+{
+  struct srv_req *rq = arg;
+
+  MHD_suspend_connection(rq->conn);
+}
+
+/* Pool thread: bytes are ready for a reader that suspended. */
+static void stream_wake(void *arg)
+{
+  struct srv_req *rq = arg;
+
+  MHD_resume_connection(rq->conn);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+  struct srv_req *rq = cls;
+  long n = srv_call_stream_read(&rq->call, pos, buf, max, stream_suspend, rq);
+
+  /* A failure after the status line went out can only cut the body:
+   * the client sees fewer bytes than Content-Length said. */
+  return n < 0 ? MHD_CONTENT_READER_END_WITH_ERROR : (ssize_t)n;
+}
+
+/* Loop thread: every piece of a streamed call has run (the reader was
+ * woken for the last bytes, or for the failure).  The queue slot is held
+ * until now, as for a call that is answered after its pool run. */
+static void on_stream_done(struct srv_call *c, void *arg)
+{
+  struct srv_req *rq = arg;
+
+  (void)c;
+  unadmit(rq);
+  req_release(rq); /* the pool's reference */
+}
+
+/* Hand a streaming call to the pool and queue its response at once: MHD
+ * sends its bytes as the pieces finish, suspending the connection while
+ * it waits for more. */
+static enum MHD_Result stream_call(struct srv_req *rq,
+                                   struct MHD_Connection *conn)
+{
+  struct srv_call *c = &rq->call;
+  struct MHD_Response *r;
+  enum MHD_Result ok;
+  uint64_t total = srv_call_stream_length(c);
+
+  /* The headers are made before the pool can touch the call (it writes
+   * c->ts and c->kernel_seconds). */
+  atomic_fetch_add(&rq->refs, 1); /* dropped by response_done */
+  r = MHD_create_response_from_callback(total, STREAM_BLOCK, stream_read, rq,
+                                        response_done);
+  if (!r) {
+    req_release(rq);
+    return MHD_NO;
+  }
+  add_headers(rq, r);
+  atomic_fetch_add(&rq->refs, 1); /* the pool's */
+  if (srv_call_submit(c, on_stream_done, rq) != 0) {
+    req_release(rq);
+    MHD_destroy_response(r); /* response_done drops its reference */
+    return send_call(rq, conn); /* the 503 that srv_call_submit set */
+  }
+  ok = MHD_queue_response(conn, (unsigned)c->status, r);
+  MHD_destroy_response(r);
+  rq->status = c->status;
+  rq->bytes_out = total;
+  rq->stage = STAGE_SENT;
+  return ok;
+}
+
 /* The body is complete: run the call (inline, or suspend and hand it to
  * the pool). */
 static enum MHD_Result on_body_done(struct srv_req *rq,
@@ -502,6 +623,7 @@ static enum MHD_Result on_body_done(struct srv_req *rq,
 {
   struct srv_call *c = &rq->call;
 
+  c->ts.body = srv_now_ns();
   c->body = rq->body.data ? rq->body.data : "";
   c->body_len = rq->body.len;
   c->content_type =
@@ -509,8 +631,12 @@ static enum MHD_Result on_body_done(struct srv_req *rq,
   c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
 
   if (srv_call_prepare(c) == 0) {
+    int streaming;
+
     if (srv_call_is_tiny(c)) {
       srv_call_run_inline(c);
+    } else if ((streaming = srv_call_stream_begin(c, stream_wake, rq)) != 0) {
+      return streaming > 0 ? stream_call(rq, conn) : send_call(rq, conn);
     } else {
       /* Suspend first: the pool may finish, and resume, before
        * srv_call_submit returns. */
@@ -607,11 +733,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   if (!rq)
     return;
   *con_cls = NULL;
-  secs = (double)(now_ns() - rq->t0_ns) * 1e-9;
+  secs = (double)(srv_now_ns() - rq->t0_ns) * 1e-9;
   in = rq->body.len + rq->discarded;
   if (rq->status) {
     srv_metrics_request(rq->route, rq->status, secs, in, rq->bytes_out,
-                        rq->call.kernel_seconds);
+                        srv_call_kernel_seconds(&rq->call));
   } else {
     srv_metrics_reject(atomic_load(&g_draining) ? SRV_REJECT_CUT
                                                 : SRV_REJECT_CLIENT_CLOSED);

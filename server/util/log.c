@@ -1,6 +1,7 @@
 /* log.c: srv_log, one line per call on stderr with a UTC timestamp.  The
  * line is built first and written with one write(2), so lines from
- * different threads never interleave. */
+ * different threads never interleave.  Also the monotonic clock the
+ * server times its phases with. */
 #include "srv.h"
 
 #include <stdio.h>
@@ -39,4 +40,12 @@ void srv_log(const char *fmt, ...)
    * leaves nothing useful to do. */
   if (write(STDERR_FILENO, line, n) < 0)
     return;
+}
+
+uint64_t srv_now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }

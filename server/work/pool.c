@@ -43,6 +43,7 @@ struct task {
   _Atomic int items_running;  /* items of the phase not yet finished */
   _Atomic int failed;         /* first failure wins the right to set err */
   _Atomic uint64_t kernel_ns;
+  _Atomic uint64_t first_ns;  /* when the first item started */
   int final;                  /* set by the last item: no phase follows */
   int status;                 /* 0 or the HTTP status of the failure */
   struct srv_err err;
@@ -64,14 +65,6 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct task *g_pending, *g_pending_tail; /* under g_lock */
 static int g_stopping;                          /* under g_lock */
 static _Atomic int g_cancel;
-
-static uint64_t now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Scratch for one work item: 64-byte aligned as ab_job_run wants. */
 static void *scratch_alloc(size_t n)
@@ -116,8 +109,9 @@ static void work_cb(uv_work_t *w)
 {
   struct task *t = w->data;
   struct srv_call *c = t->c;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = srv_now_ns(), zero = 0;
 
+  atomic_compare_exchange_strong(&t->first_ns, &zero, t0);
   if (t->job < c->njobs) {
     const ab_job_t *job = c->jobs[t->job];
     int64_t pieces = ab_job_pieces(job), i;
@@ -148,11 +142,13 @@ static void work_cb(uv_work_t *w)
           fail_task(t, 0, st, NULL);
           break;
         }
+        if (c->piece_done)
+          c->piece_done(c, i);
       }
     }
     free(scratch);
   }
-  atomic_fetch_add_explicit(&t->kernel_ns, now_ns() - t0,
+  atomic_fetch_add_explicit(&t->kernel_ns, srv_now_ns() - t0,
                             memory_order_relaxed);
 
   /* The last item of the phase decides whether the call is finished; the
@@ -165,6 +161,8 @@ static void work_cb(uv_work_t *w)
   if (!t->final)
     return;
   c->kernel_seconds = (double)atomic_load(&t->kernel_ns) * 1e-9;
+  c->ts.run_start = atomic_load(&t->first_ns);
+  c->ts.run_end = srv_now_ns();
   t->status = atomic_load(&t->failed) ? t->err.http : 0;
   if (t->complete)
     t->complete(c, t->status, t->status ? &t->err : NULL, t->arg);
@@ -365,7 +363,7 @@ int srv_work_submit(struct srv_call *c,
 
 int srv_work_run_inline(struct srv_call *c, struct srv_err *err)
 {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = srv_now_ns();
   int j, rc = 0;
 
   for (j = 0; j < c->njobs && rc == 0; j++) {
@@ -389,7 +387,9 @@ int srv_work_run_inline(struct srv_call *c, struct srv_err *err)
     }
     free(scratch);
   }
-  c->kernel_seconds = (double)(now_ns() - t0) * 1e-9;
+  c->ts.run_start = t0;
+  c->ts.run_end = srv_now_ns();
+  c->kernel_seconds = (double)(c->ts.run_end - t0) * 1e-9;
   return rc;
 }
 

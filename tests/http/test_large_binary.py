@@ -17,6 +17,7 @@ Run:  /usr/bin/python3 tests/http/run.py --server build/attnbiasd tests/http/tes
 import http.client
 import json
 import math
+import signal
 import struct
 import time
 
@@ -204,3 +205,115 @@ def test_client_gone_mid_response(server):
         time.sleep(0.05)
     else:
         raise AssertionError("requests still open: %r" % (m,))
+
+
+# ---- streamed responses: sent while the pieces run -------------------------
+
+def ref_attention_full(q, k, v, causal=False):
+    """Like ref_attention (bhsd), also returning the weights; causal is
+    bottom-right (Nq == Nk here: the usual lower triangle)."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        n = s.shape[-1]
+        s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
+    mx = s.max(-1, keepdims=True)
+    e = np.exp(s - mx)
+    den = e.sum(-1, keepdims=True)
+    return (e / den) @ v, (np.log(den) + mx)[..., 0], e / den
+
+
+def test_streamed_outputs_match_reference(server):
+    """Responses of 1 MiB and more made of float32 outputs go out while the
+    pieces run (Server-Timing says `stream`).  Every byte must still be the
+    final one: output, lse and weights (9 MiB) against a float64 reference,
+    pieces finishing in output order (dense) and not (causal: costliest
+    blocks first), the bshd layout (output strided by head, so few bytes are
+    ready before the end), and a .npy answer."""
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=120 * run.SLOW)
+    try:
+        for causal, layout in ((False, "bhsd"), (True, "bhsd"), (False, "bshd")):
+            q, k, v = qkv(30 + causal, 8, 512, 64)
+            params = {"return": ["output", "lse", "weights"], "causal": causal,
+                      "layout": layout}
+            tq, tk, tv = ((a.transpose(0, 2, 1, 3) if layout == "bshd" else a)
+                          for a in (q, k, v))
+            conn.request("POST", "/v1/attention",
+                         body=st_dump({"q": tq, "k": tk, "v": tv}, params),
+                         headers={"Content-Type": ST, "Accept": ST})
+            r = conn.getresponse()
+            body = r.read()
+            what = "causal=%s layout=%s" % (causal, layout)
+            assert r.status == 200, (what, r.status, body[:300])
+            assert "stream" in r.getheader("Server-Timing", ""), \
+                (what, r.getheader("Server-Timing"))
+            assert int(r.getheader("Content-Length")) == len(body), what
+            got = st_load(body)
+            out, lse, w = ref_attention_full(q, k, v, causal)
+            if layout == "bshd":
+                out = out.transpose(0, 2, 1, 3)
+            np.testing.assert_allclose(got["output"], out, rtol=1e-4, atol=2e-6, err_msg=what)
+            np.testing.assert_allclose(got["lse"], lse, rtol=1e-5, atol=1e-5, err_msg=what)
+            np.testing.assert_allclose(got["weights"], w, rtol=1e-4, atol=1e-7, err_msg=what)
+        q, k, v = qkv(33, 16, 256, 64)
+        st, ct, b = post(conn, "/v1/attention", st_dump({"q": q, "k": k, "v": v}, {}), ST, NPY)
+        assert st == 200 and ct.startswith(NPY), (st, ct, b[:200])
+        np.testing.assert_allclose(npy_load(b), ref_attention(q, k, v)[0], rtol=1e-4, atol=2e-6)
+        # Small answers and converted dtypes are still sent whole, after the
+        # job (nothing to gain; the conversion needs the final values).
+        for params, n in (({}, 64), ({"output_dtype": "float16"}, 512)):
+            q, k, v = qkv(34, 8, n, 64)
+            conn.request("POST", "/v1/attention",
+                         body=st_dump({"q": q, "k": k, "v": v}, params),
+                         headers={"Content-Type": ST, "Accept": ST})
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 200 and "stream" not in r.getheader("Server-Timing", ""), \
+                (params, r.status, r.getheader("Server-Timing"))
+    finally:
+        conn.close()
+
+
+def test_streamed_response_cut_at_drain_deadline(start):
+    """A streamed call still computing at the drain deadline: its status
+    line went out long ago, so the cut can only end the body early -- the
+    client gets fewer bytes than Content-Length -- and the server still
+    exits 0 with every connection resumed."""
+    srv = start("--threads", "1", "--drain-s", "0.3")
+    # q [1, 1, 32768, 64], k and v [1, 1, 32768, 64]: 275 GFLOP, over 2 s
+    # even at one core's FMA peak; an 8 MiB answer.  Under valgrind (~50x
+    # slower) 4096 keys are as far out of reach, and a piece ends sooner.
+    q, k, v = qkv(40, 1, 32768, 64)
+    if run.VALGRIND:
+        k, v = k[:, :, :4096], v[:, :, :4096]
+    body = st_dump({"q": q, "k": k, "v": v}, {})
+    s = srv.connect(timeout=60)
+    try:
+        s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: t\r\nContent-Type: %s\r\n"
+                  b"Accept: %s\r\nContent-Length: %d\r\n\r\n"
+                  % (ST.encode(), ST.encode(), len(body)) + body)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            chunk = s.recv(65536)
+            assert chunk, got
+            got += chunk
+        head, _, rest = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        assert b"stream" in head, head
+        length = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
+                      if ln.lower().startswith(b"content-length:")][0])
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(60 * run.SLOW) == 0
+        s.settimeout(10 * run.SLOW)
+        try:
+            while True:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                rest += chunk
+        except ConnectionResetError:
+            pass
+        assert len(rest) < length, (len(rest), length)
+    finally:
+        s.close()
+    assert "streamed response cut" in srv.log(), srv.log()[-2000:]
