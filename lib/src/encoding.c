@@ -301,39 +301,56 @@ struct enc_job {
   int64_t n, rows, rows_per_piece; /* n positions; rows of out */
   const struct ab_tensor *x; /* NULL: out is the encoding itself */
   float *out;
+  /* With x: a piece is a block of pos_block positions for lead_block of
+   * the x's lead = rows / n leading rows (batch entries). */
+  int64_t lead, pos_block, lead_block, npos_blocks;
 };
 
-/* One piece: output rows [r0, r1).  With x, row r is x's row r (of the
- * flattened leading dims x n) plus the encoding of position r % n; the
- * encoding row is built in the scratch. */
+/* x's row r (of the flattened leading dims x n) plus enc, into out. */
+static void add_row(const struct enc_job *ej, int64_t r, const float *enc)
+{
+  const struct ab_tensor *x = ej->x;
+  int64_t idx[AB_MAX_DIMS] = {0, 0, 0, 0}, rem = r, off, c;
+  float *o = ej->out + r * ej->p.dim;
+  int d;
+
+  /* Multi-index of row r over x's leading dims (the last is channels). */
+  for (d = x->ndim - 2; d >= 0; d--) {
+    idx[d] = rem % x->shape[d];
+    rem /= x->shape[d];
+  }
+  off = ab__tensor_offset(x, idx);
+  for (c = 0; c < ej->p.dim; c++)
+    o[c] = ab__load_f32(x->data, x->dtype, off + c * x->stride[x->ndim - 1]) +
+           enc[c];
+}
+
+/* One piece.  Without x: output rows [r0, r1) of the encoding.  With x:
+ * positions [t0, t1) of leading rows [l0, l1): their encoding rows are
+ * built once in the scratch and added to every one of those leading rows
+ * (sin and cos per cell are the cost: a batch of B pays them once, not B
+ * times). */
 static enum ab_status enc_run(const struct ab_job *job, int64_t piece,
                               void *scratch)
 {
   const struct enc_job *ej = job->ctx;
-  const struct ab_tensor *x = ej->x;
-  int64_t r0 = piece * ej->rows_per_piece;
-  int64_t r1 = ab__min64(r0 + ej->rows_per_piece, ej->rows), r, c;
+  int64_t r0, r1, t0, t1, l0, l1, l, t;
+  float *enc = scratch;
 
-  if (!x) {
+  if (!ej->x) {
+    r0 = piece * ej->rows_per_piece;
+    r1 = ab__min64(r0 + ej->rows_per_piece, ej->rows);
     fill_rows(&ej->p, ej->positions, r0, r1, ej->out + r0 * ej->p.dim);
     return AB_STATUS_OK;
   }
-  for (r = r0; r < r1; r++) {
-    int64_t idx[AB_MAX_DIMS] = {0, 0, 0, 0}, rem = r, off;
-    float *o = ej->out + r * ej->p.dim, *enc = scratch;
-    int d;
-
-    /* Multi-index of row r over x's leading dims (the last is channels). */
-    for (d = x->ndim - 2; d >= 0; d--) {
-      idx[d] = rem % x->shape[d];
-      rem /= x->shape[d];
-    }
-    off = ab__tensor_offset(x, idx);
-    fill_rows(&ej->p, ej->positions, r % ej->n, r % ej->n + 1, enc);
-    for (c = 0; c < ej->p.dim; c++)
-      o[c] = ab__load_f32(x->data, x->dtype,
-                          off + c * x->stride[x->ndim - 1]) + enc[c];
-  }
+  t0 = piece % ej->npos_blocks * ej->pos_block;
+  t1 = ab__min64(t0 + ej->pos_block, ej->n);
+  l0 = piece / ej->npos_blocks * ej->lead_block;
+  l1 = ab__min64(l0 + ej->lead_block, ej->lead);
+  fill_rows(&ej->p, ej->positions, t0, t1, enc);
+  for (l = l0; l < l1; l++)
+    for (t = t0; t < t1; t++)
+      add_row(ej, l * ej->n + t, enc + (t - t0) * ej->p.dim);
   return AB_STATUS_OK;
 }
 
@@ -380,7 +397,18 @@ enum ab_status ab_encoding_job(const struct ab_encoding_params *p,
    * small enough to spread a table over every thread. */
   ej->rows_per_piece = ab__max64(1, 16384 / p->dim);
   (*job)->pieces = (rows + ej->rows_per_piece - 1) / ej->rows_per_piece;
-  (*job)->scratch_size = x ? (size_t)p->dim * sizeof(float) : 0;
+  (*job)->scratch_size = 0;
+  if (x) {
+    /* Blocks of 64 KiB of encoding, each added to up to 1 MiB of rows. */
+    ej->lead = rows / n;
+    ej->pos_block = ab__min64(n, ej->rows_per_piece);
+    ej->lead_block = ab__max64(
+        1, ab__min64(ej->lead, ((int64_t)1 << 18) / (ej->pos_block * p->dim)));
+    ej->npos_blocks = (n + ej->pos_block - 1) / ej->pos_block;
+    (*job)->pieces =
+        ej->npos_blocks * ((ej->lead + ej->lead_block - 1) / ej->lead_block);
+    (*job)->scratch_size = (size_t)(ej->pos_block * p->dim) * sizeof(float);
+  }
   (*job)->flops = 20.0 * (double)rows * (double)p->dim;
   (*job)->run = enc_run;
   return AB_STATUS_OK;

@@ -522,6 +522,45 @@ TEST(encoding_job_pieces_with_strided_x)
   return 0;
 }
 
+/* With x, pieces are blocks of positions x blocks of leading rows: a
+ * shape whose positions (37 = 32 + 5) and leading rows (5 x 7 = 35 =
+ * 16 + 16 + 3) both end in partial blocks, every piece in reverse order,
+ * against x + the float64 reference. */
+TEST(encoding_job_x_blocks_of_positions_and_batches)
+{
+  enum { L0 = 5, L1 = 7, N = 37, D = 512 };
+  const int64_t shape[4] = {L0, L1, N, D};
+  const int64_t cells = (int64_t)L0 * L1 * N * D;
+  float *x = malloc(sizeof(float) * (size_t)cells);
+  float *out = malloc(sizeof(float) * (size_t)cells);
+  double *want = malloc(sizeof(double) * (size_t)cells);
+  double pos[N];
+  struct ab_encoding_params p;
+  struct ab_tensor tx;
+  ab_job_t *job = NULL;
+  int64_t i, k;
+
+  CHECK(x && out && want);
+  ab_encoding_params_init(&p);
+  p.dim = D;
+  for (i = 0; i < N; i++)
+    pos[i] = (double)(5 * i) + 0.25;
+  for (i = 0; i < cells; i++) {
+    int64_t t = i / D % N, c = i % D;
+    x[i] = (float)test_uniform(-1, 1);
+    want[i] = (double)x[i] + ref_interleaved(pos[t], c, D, 1e4);
+  }
+  CHECK_OK(ab_tensor_init(&tx, x, AB_DTYPE_F32, 4, shape));
+  CHECK_OK(ab_encoding_job(&p, pos, N, &tx, out, &job));
+  CHECK(ab_job_pieces(job) == 2 * 3);
+  for (k = ab_job_pieces(job) - 1; k >= 0; k--)
+    CHECK_OK(ab_job_run(job, k, NULL));
+  ab_job_free(job);
+  CHECK_ARRAY(out, want, cells, 1e-5, 1e-6);
+  free(x), free(out), free(want);
+  return 0;
+}
+
 TEST(encoding_job_many_pieces)
 {
   enum { N = 5000, D = 8 };
