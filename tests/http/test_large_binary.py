@@ -167,6 +167,22 @@ def test_keepalive_alternating_sizes_reuse_blocks(server):
         conn.close()
 
 
+def send_until_headers(s, body):
+    """POST a safetensors attention body on raw socket s (binary answer)
+    and read up to the end of the response headers: (headers, the body
+    bytes read with them)."""
+    s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n"
+              b"Accept: %s\r\nContent-Length: %d\r\n\r\n"
+              % (ST.encode(), ST.encode(), len(body)) + body)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = s.recv(65536)
+        assert chunk, got
+        got += chunk
+    head, _, rest = got.partition(b"\r\n\r\n")
+    return head, rest
+
+
 def test_client_gone_mid_response(server):
     """A client that reads the start of a 4 MiB answer and closes: the
     server lets go of the request's memory and keeps answering."""
@@ -175,15 +191,8 @@ def test_client_gone_mid_response(server):
     for _ in range(3):
         s = server.connect(timeout=60)
         try:
-            s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n"
-                      b"Accept: %s\r\nContent-Length: %d\r\n\r\n"
-                      % (ST.encode(), ST.encode(), len(body)) + body)
-            got = b""
-            while b"\r\n\r\n" not in got:
-                chunk = s.recv(65536)
-                assert chunk, got
-                got += chunk
-            assert got.startswith(b"HTTP/1.1 200"), got[:100]
+            head, _ = send_until_headers(s, body)
+            assert head.startswith(b"HTTP/1.1 200"), head[:100]
         finally:
             s.close()
     assert server.get("/healthz").status == 200
@@ -289,15 +298,7 @@ def test_streamed_response_cut_at_drain_deadline(start):
     body = st_dump({"q": q, "k": k, "v": v}, {})
     s = srv.connect(timeout=60)
     try:
-        s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: t\r\nContent-Type: %s\r\n"
-                  b"Accept: %s\r\nContent-Length: %d\r\n\r\n"
-                  % (ST.encode(), ST.encode(), len(body)) + body)
-        got = b""
-        while b"\r\n\r\n" not in got:
-            chunk = s.recv(65536)
-            assert chunk, got
-            got += chunk
-        head, _, rest = got.partition(b"\r\n\r\n")
+        head, rest = send_until_headers(s, body)
         assert head.startswith(b"HTTP/1.1 200"), head
         assert b"stream" in head, head
         length = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
