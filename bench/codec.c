@@ -133,6 +133,29 @@ static char *json_body(const float *x, int64_t n, size_t *len)
   return s;
 }
 
+/* The same floats as a nested list {"x": [[...], ...]} of rows of `row`
+ * numbers, as numpy's tolist() writes a 2-D array. */
+static char *nested_body(const float *x, int64_t n, int64_t row, size_t *len)
+{
+  size_t cap = (size_t)n * 26 + (size_t)(n / row) * 4 + 64, at = 0;
+  char *s = malloc(cap);
+  int64_t i;
+
+  if (!s)
+    return NULL;
+  at += (size_t)sprintf(s, "{\"x\": [");
+  for (i = 0; i < n; i++) {
+    if (i % row == 0)
+      at += (size_t)sprintf(s + at, "%s[", i ? "], " : "");
+    else
+      s[at++] = ',';
+    at += srv_codec_fmt_f32(s + at, x[i]);
+  }
+  at += (size_t)sprintf(s + at, "]]}");
+  *len = at;
+  return s;
+}
+
 static char *b64_body(const float *x, int64_t n, size_t *len)
 {
   static const char tb[] =
@@ -206,9 +229,10 @@ void bench_codec(void)
             sd = 128;
   const char *const x1[1] = {"x"}, *const qkv[3] = {"q", "k", "v"};
   float *x = bench_alloc((size_t)n * 4), *big;
-  struct bench_samples parse = {0}, emit = {0}, b64 = {0}, st = {0};
-  size_t jlen = 0, blen = 0, slen = 0, elen = 0;
-  char *jb, *bb, *sb = NULL;
+  struct bench_samples parse = {0}, nested = {0}, emit = {0}, b64 = {0},
+                       st = {0};
+  size_t jlen = 0, nlen = 0, blen = 0, slen = 0, elen = 0;
+  char *jb, *nb, *bb, *sb = NULL;
   int r;
 
   bench_section("server codecs, in process (%lld floats; safetensors "
@@ -220,12 +244,13 @@ void bench_codec(void)
   srv_cfg.max_gflop = 10000;
   bench_fill(x, (size_t)n, 31, 1.0f);
   jb = json_body(x, n, &jlen);
+  nb = nested_body(x, n, 128, &nlen);
   bb = b64_body(x, n, &blen);
   big = bench_alloc((size_t)sh * sn * sd * 4);
   bench_fill(big, (size_t)sh * sn * sd, 32, 1.0f);
   sb = bench_safetensors_qkv(big, big, big, sh, sn, sd, &slen);
   free(big);
-  if (!jb || !bb || !sb) {
+  if (!jb || !nb || !bb || !sb) {
     bench_skip("codecs", "out of memory building the bodies");
     goto out;
   }
@@ -238,6 +263,9 @@ void bench_codec(void)
     dt = time_decode("application/json", jb, jlen, x1, 1, n);
     if (dt >= 0 && r >= 0)
       bench_samples_add(&parse, dt);
+    dt = time_decode("application/json", nb, nlen, x1, 1, n);
+    if (dt >= 0 && r >= 0)
+      bench_samples_add(&nested, dt);
     dt = time_decode("application/json", bb, blen, x1, 1, n);
     if (dt >= 0 && r >= 0)
       bench_samples_add(&b64, dt);
@@ -264,12 +292,14 @@ void bench_codec(void)
   }
   printf("   %-18s %8s ms [min-max]    rate\n", "", "median");
   report("json_parse", &parse, (double)n, (double)jlen);
+  report("json_parse_nested", &nested, (double)n, (double)nlen);
   report("json_emit", &emit, (double)n, (double)elen);
   report("json_b64_parse", &b64, 0, (double)blen);
   report("safetensors_parse", &st, 0, (double)slen);
 out:
   free(x);
   free(jb);
+  free(nb);
   free(bb);
   free(sb);
 }

@@ -22,11 +22,17 @@
  * the body instead of being copied by jansson (see json-text.c). */
 #define SRV_CODEC_SPAN_MIN 64
 #define SRV_CODEC_B64_MIN 256
+/* Likewise the innermost rows of a nested array (a tensor written as
+ * nested lists, numpy's tolist()) from this many numbers on: jansson then
+ * sees one placeholder string per row.  Not under the members named in
+ * srv_codec_node_keys, whose arrays their readers take node by node. */
+#define SRV_CODEC_ROW_MIN 4
+extern const char *const srv_codec_node_keys[];
 
 /* ---- per-call codec state (c->codec, in the arena) ---------------------- */
 
-/* One value the pre-scan lifted out of the text: a "data" number array
- * (v, n) or a "b64" string (text, len: its characters in the body, all of
+/* One value the pre-scan lifted out of the text: a "data" number array or
+ * a nested array's row of numbers (v, n), or a "b64" string (text, len: its characters in the body, all of
  * the base64 alphabet).  In the text handed to jansson the value is
  * replaced by the string "\u0000<index>", which no request can contain
  * (see json-text.c). */

@@ -182,6 +182,7 @@ void *srv_codec__alloc(struct srv_call *c, size_t n, const char *field,
 struct frame {
   int obj;      /* 1: object, 0: array */
   int want_key; /* object: the next string is a key */
+  int rows;     /* array: its number arrays may be lifted as rows */
   int64_t idx;  /* array: index of the current element */
   size_t koff, klen; /* object: the current member's raw key */
 };
@@ -282,12 +283,12 @@ static int record_lift(struct scan *s, size_t pos, size_t end,
   return 1;
 }
 
-/* Try to lift the array whose '[' is at t[pos].  Returns 1 (lifted: *end
- * is one past ']'), 0 (not a candidate: leave it to jansson) or -1 (error,
- * err set).  A flat number array holds no ']' before its own, so the first
+/* Try to lift the array whose '[' is at t[pos] when it holds at least min
+ * numbers.  Returns 1 (lifted: *end is one past ']'), 0 (not a candidate:
+ * leave it to jansson) or -1 (error, err set).  A flat number array holds no ']' before its own, so the first
  * ']' bounds it and its commas count its elements; anything else in it
  * fails the parse below and the array is left alone. */
-static int try_lift(struct scan *s, size_t pos, size_t *end,
+static int try_lift(struct scan *s, size_t pos, int64_t min, size_t *end,
                     struct srv_err *err)
 {
   const char *t = s->t, *p = t + pos + 1, *e = t + s->len, *close, *q;
@@ -308,7 +309,7 @@ static int try_lift(struct scan *s, size_t pos, size_t *end,
   if (q == e)
     return 0;
   close = q;
-  if (n < SRV_CODEC_SPAN_MIN || (uint64_t)n > SIZE_MAX / sizeof(double))
+  if (n < min || (uint64_t)n > SIZE_MAX / sizeof(double))
     return 0;
   if (s->lift_ok < 0) /* decided once, on the first candidate */
     s->lift_ok = memmem(t, s->len, "\\u0000", 6) == NULL;
@@ -430,6 +431,23 @@ static int depth_error(const struct scan *s, const struct frame *fr,
                   what, SRV_CODEC_MAX_DEPTH, pos, ptr[0] ? ptr : "/");
 }
 
+/* Members whose (nested) number arrays are not lifted: "data" holds a
+ * flat list (lifted whole, or left for its reader to complain about), and
+ * positions are read node by node, which tells integers from reals. */
+const char *const srv_codec_node_keys[] = {"data", "positions", "q_positions",
+                                           "k_positions", NULL};
+
+static int node_key(const char *k, size_t n)
+{
+  int i;
+
+  for (i = 0; srv_codec_node_keys[i]; i++)
+    if (strlen(srv_codec_node_keys[i]) == n &&
+        memcmp(srv_codec_node_keys[i], k, n) == 0)
+      return 1;
+  return 0;
+}
+
 /* The pre-scan.  Malformed text is not an error here: the scan stops
  * making sense and jansson reports the problem precisely. */
 static int prescan(struct scan *s, const char *what, struct srv_err *err)
@@ -458,16 +476,18 @@ static int prescan(struct scan *s, const char *what, struct srv_err *err)
       pos = end + 1;
       break;
     case '[':
+      r = 0;
       if (s->c && depth && fr[depth - 1].obj && !fr[depth - 1].want_key &&
           fr[depth - 1].klen == 4 &&
-          memcmp(t + fr[depth - 1].koff, "data", 4) == 0) {
-        r = try_lift(s, pos, &end, err);
-        if (r < 0)
-          return -1;
-        if (r > 0) {
-          pos = end;
-          break;
-        }
+          memcmp(t + fr[depth - 1].koff, "data", 4) == 0)
+        r = try_lift(s, pos, SRV_CODEC_SPAN_MIN, &end, err);
+      else if (s->c && depth && !fr[depth - 1].obj && fr[depth - 1].rows)
+        r = try_lift(s, pos, SRV_CODEC_ROW_MIN, &end, err);
+      if (r < 0)
+        return -1;
+      if (r > 0) {
+        pos = end;
+        break;
       }
       /* fall through */
     case '{':
@@ -477,6 +497,15 @@ static int prescan(struct scan *s, const char *what, struct srv_err *err)
       fr[depth].want_key = fr[depth].obj;
       fr[depth].idx = 0;
       fr[depth].koff = fr[depth].klen = 0;
+      /* Rows are lifted inside an array that is a member's value (unless
+       * the member is one whose arrays are read node by node) and inside
+       * the arrays nested in it. */
+      fr[depth].rows =
+          !fr[depth].obj && depth &&
+          (fr[depth - 1].obj ? !fr[depth - 1].want_key &&
+                                   !node_key(t + fr[depth - 1].koff,
+                                             fr[depth - 1].klen)
+                             : fr[depth - 1].rows);
       depth++;
       pos++;
       break;

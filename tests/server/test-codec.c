@@ -380,6 +380,73 @@ TEST(codec_tensor_nested_errors)
   return 0;
 }
 
+/* Rows of 4 numbers or more inside a nested array are lifted out of the
+ * text (one placeholder per row for jansson): the same tensor, and the same
+ * error pointers, as when every number is a jansson node; positions and
+ * "data" keep their nodes. */
+TEST(codec_tensor_nested_rows_lifted)
+{
+  struct srv_call c;
+  struct srv_err err;
+  struct ab_tensor t;
+  const struct srv_codec_state *st;
+  const json_t *pos;
+  int i;
+
+  CHECK_EQ_I64(decode_tensor(&c,
+                             "{\"q\": [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], "
+                             "[11, 12, 13, 14, -1.5e-3]]}",
+                             "q", &t, &err), 1);
+  st = c.codec;
+  CHECK(st != NULL && st->nspans == 3); /* lifted: one span per row */
+  CHECK_EQ_I64(t.ndim, 2);
+  CHECK_EQ_I64(t.shape[0] * 10 + t.shape[1], 35);
+  for (i = 0; i < 14; i++)
+    CHECK(((float *)t.data)[i] == (float)(i + 1));
+  CHECK(((float *)t.data)[14] == -1.5e-3f);
+  call_free(&c);
+
+  CHECK_EQ_I64(decode_tensor(&c,
+                             "{\"bias\": {\"table\": [[[0.5, 1, 2, \"-inf\"]],"
+                             " [[5, 6, 7, 8]]]}}",
+                             "bias.table", &t, &err), 1);
+  CHECK_EQ_I64(t.ndim, 3);
+  CHECK_EQ_I64(t.shape[0] * 100 + t.shape[1] * 10 + t.shape[2], 214);
+  CHECK(((float *)t.data)[3] == -INFINITY);
+  CHECK(((float *)t.data)[7] == 8.0f);
+  call_free(&c);
+
+  /* Positions stay arrays of nodes (their reader tells 1 from 1.0). */
+  call_init(&c, "application/json", NULL,
+            "{\"positions\": [[0, 1, 2, 3, 4], [0, 1, 2, 3, 4]], "
+            "\"q_positions\": [[0, 1, 2, 3]], \"k_positions\": [[0, 1, 2, 3]]}");
+  CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
+  pos = json_object_get(c.params, "positions");
+  CHECK(json_is_array(json_array_get(pos, 1)));
+  CHECK(json_is_array(json_array_get(json_object_get(c.params, "k_positions"), 0)));
+  CHECK(c.codec == NULL || ((const struct srv_codec_state *)c.codec)->nspans == 0);
+  call_free(&c);
+
+  /* Errors point where they did with one node per number. */
+  EXPECT_FAIL("{\"q\": [[1, 2, 3, 4], [1, 2, 3]]}", "q", 400, "/q/1");
+  EXPECT_FAIL("{\"q\": [[1, 2, 3, 4], [1, 2, 3, 4, 5]]}", "q", 400, "/q/1");
+  EXPECT_FAIL("{\"q\": [[1, 2, 3, 4], [1, 2, 3, \"x\"]]}", "q", 400, "/q/1/3");
+  EXPECT_FAIL("{\"q\": [[1, 2, 3, 4], [1, 2, 3, null]]}", "q", 400, "/q/1/3");
+  EXPECT_FAIL("{\"q\": [[[1, 2, 3, 4]], [1, 2, 3, 4]]}", "q", 400, "/q/1");
+  EXPECT_FAIL("{\"q\": [[1, 2, 3, 4], [[1, 2, 3, 4]]]}", "q", 400, "/q/1");
+  EXPECT_FAIL("{\"q\": [[1, 2, 3, 1e39]]}", "q", 400, "/q/0/3");
+  /* A nested "data" is read by its own reader, node by node, as before. */
+  CHECK_EQ_I64(decode_tensor(&c,
+                             "{\"q\": {\"shape\": [2, 4], \"data\": "
+                             "[[1, 2, 3, 4], [5, 6, 7, 8]]}}",
+                             "q", &t, &err), 1);
+  CHECK(c.codec == NULL ||
+        ((const struct srv_codec_state *)c.codec)->nspans == 0);
+  CHECK(((float *)t.data)[7] == 8.0f);
+  call_free(&c);
+  return 0;
+}
+
 TEST(codec_tensor_absent_optional)
 {
   struct srv_call c;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/codec-internal.h"
 #include "handlers/params.h"
 #include "srv.h"
 #include "test.h"
@@ -713,5 +714,46 @@ TEST(params_bias_handler_alibi)
   CHECK_EQ_I64(srv_h_bias(&c, &err), -1);
   CHECK_STR(err.field, "/return");
   call_free(&c);
+  return 0;
+}
+
+/* The codec lifts nested number rows out of JSON except under the members
+ * of srv_codec_node_keys: every positions parameter of every table must
+ * be there, or its reader would meet placeholder strings. */
+TEST(params_positions_are_codec_node_keys)
+{
+  const struct srv_ptable *tabs[64];
+  int n = 0, i, j, k;
+
+  tabs[n++] = &srv_ptab_output;
+  tabs[n++] = &srv_ptab_enc_common;
+  for (i = 0; i < srv_ptab_enc_nmethods; i++)
+    tabs[n++] = srv_ptab_enc_methods[i];
+  tabs[n++] = &srv_ptab_rope_config;
+  tabs[n++] = &srv_ptab_rope_request;
+  tabs[n++] = &srv_ptab_rope_attn;
+  tabs[n++] = &srv_ptab_rope_scaling;
+  for (i = 0; i < srv_ptab_rope_ntypes; i++)
+    if (srv_ptab_rope_types[i])
+      tabs[n++] = srv_ptab_rope_types[i];
+  tabs[n++] = &srv_ptab_bias_common;
+  for (i = 0; i < srv_ptab_bias_nmethods; i++)
+    if (srv_ptab_bias_methods[i])
+      tabs[n++] = srv_ptab_bias_methods[i];
+  tabs[n++] = &srv_ptab_attention;
+  CHECK(n <= 64);
+  for (i = 0; i < n; i++)
+    for (j = 0; j < tabs[i]->n; j++) {
+      const struct srv_param *p = &tabs[i]->p[j];
+      int found = 0;
+      if (p->type != SRV_PT_POSITIONS)
+        continue;
+      for (k = 0; srv_codec_node_keys[k]; k++)
+        found |= strcmp(srv_codec_node_keys[k], p->name) == 0;
+      if (!found)
+        fprintf(stderr, "  %s.%s is not in srv_codec_node_keys\n",
+                tabs[i]->name, p->name);
+      CHECK(found);
+    }
   return 0;
 }
