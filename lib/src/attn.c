@@ -923,9 +923,18 @@ static void score_tile(const struct attn_ctx *c, const struct block *bl,
   t->l = bl->l;
   t->alpha = bl->alpha;
   if (c->rel) {
-    for (i = 0; i < bl->m; i++)
-      bl->bptr[i] = c->rel + row_head(bl, i) * c->rel_stride +
-                    (c->s.q_offset + row_pos(bl, i) - j0 + c->rel_u0);
+    /* Rows are (head, position) pairs, head major: walk them without the
+     * divisions of row_head/row_pos (this runs for every tile). */
+    const float *base = c->rel + bl->h0 * c->rel_stride +
+                        (c->s.q_offset + bl->r0 - j0 + c->rel_u0);
+    int64_t r = 0;
+    for (i = 0; i < bl->m; i++) {
+      bl->bptr[i] = base + r;
+      if (++r == bl->bq) {
+        r = 0;
+        base += c->rel_stride;
+      }
+    }
     /* Padded rows continue the last row (REL_SLACK keeps them in bounds)
      * so a vector of rows stays one contiguous load. */
     for (i = bl->m; i < mp; i++)
