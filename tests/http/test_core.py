@@ -167,6 +167,7 @@ def test_metrics_content(server):
                       ("attnbias_request_duration_seconds", "histogram"),
                       ("attnbias_inflight_requests", "gauge"),
                       ("attnbias_queue_depth", "gauge"),
+                      ("attnbias_memory_kept_bytes", "gauge"),
                       ("attnbias_bytes_received_total", "counter"),
                       ("attnbias_bytes_sent_total", "counter"),
                       ("attnbias_kernel_seconds_total", "counter"),
@@ -383,7 +384,10 @@ def test_graceful_shutdown(start):
     keep.request("GET", "/healthz")
     assert keep.getresponse().read() == b'{"status":"ok"}'
     partial = hold_slot(srv, "/v1/bias")
-    body = attention_body(1024)
+    # 34 GFLOP: a good 100 ms on one pool thread of a fast core, so that
+    # the gauge polled every 20 ms sees it admitted (1024 positions, 2
+    # GFLOP, could come and go between two polls).
+    body = attention_body(4096)
     result = {}
 
     def compute():

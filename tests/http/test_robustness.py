@@ -151,23 +151,34 @@ def rss_stable(srv, batch, rounds=4, warmup=4, limit_mib=24):
     """Run batch() `warmup` times (each HTTP thread's malloc arena and
     connection pool grow to the batch's working set: measured, the resident
     set plateaus after 3-4 rounds), then `rounds` more times: the resident
-    set may not grow by more than limit_mib.  Each batch pushes tens of MiB
+    set, less the blocks kept for reuse, may not grow by more than
+    limit_mib.  Each batch pushes tens of MiB
     through the server, so leaking what a request allocates would show many
     times over."""
     if instrumented(srv):
         batch()  # exercised; the leak check runs when the server stops
         wait_idle(srv)
         return
+    def resident():
+        # Freed large blocks the server keeps for the next large request
+        # (util/buf.c: at most 8, returned after 10 s unused) are resident
+        # by design; which of them a round reuses depends on the order of
+        # sizes, so they are counted apart (measured: 4-8 blocks of 4 MiB
+        # here, the rest of the RSS flat).
+        kept = srv.metrics()[("attnbias_memory_kept_bytes", frozenset())]
+        return proc_status(srv, "VmRSS") - int(kept) // 1024
+
     for _ in range(warmup):
         batch()
     wait_idle(srv)
-    before = proc_status(srv, "VmRSS")
+    before = resident()
     for _ in range(rounds):
         batch()
     wait_idle(srv)
-    after = proc_status(srv, "VmRSS")
+    after = resident()
     assert after - before <= limit_mib * 1024, \
-        "RSS grew from %d to %d KiB over %d rounds" % (before, after, rounds)
+        "RSS less kept blocks grew from %d to %d KiB over %d rounds" % (
+            before, after, rounds)
 
 
 def st_file(tensors, params=None, header=None, raw_header=None, hlen=None, tail=b""):
