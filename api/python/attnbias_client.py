@@ -363,6 +363,25 @@ class Client:
     def __repr__(self):
         return "Client(%r)" % self.url
 
+    @property
+    def last_timing(self):
+        """Where the last request's time went on the server, in ms, from its
+        ``Server-Timing`` header: ``{"read": 21.3, "prepare": 0.1,
+        "queue": 0.05, "compute": 176.2, "encode": 0.02}`` (the phases it
+        went through).  An answer streamed while it was computed has
+        ``"stream": True`` and no compute time.  Empty before any request."""
+        out = {}
+        for item in self.last_headers.get("server-timing", "").split(","):
+            name, _, rest = item.strip().partition(";")
+            if not name:
+                continue
+            dur = [p.strip()[4:] for p in rest.split(";") if p.strip().startswith("dur=")]
+            try:
+                out[name] = float(dur[0]) if dur else True
+            except ValueError:
+                out[name] = True
+        return out
+
     # -- plumbing -----------------------------------------------------------
 
     def close(self):

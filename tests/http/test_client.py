@@ -399,6 +399,15 @@ def test_attention(server):
     r = ab.attention(q[:1, :2, :3], k[:1, :1, :4], v[:1, :1, :4], causal=True,
                      q_offset=-1, returns=["output", "lse"])
     assert np.all(r["output"][0, :, 0] == 0) and np.all(np.isneginf(r["lse"][0, :, 0]))
+    # The server's account of the last request.
+    t = ab.last_timing
+    assert set(t) >= {"read", "prepare"} and ("compute" in t or "stream" in t), t
+    assert all(v is True or v >= 0 for v in t.values()), t
+    # A large binary answer streams: no compute time, "stream" instead.
+    q = rng.standard_normal((1, 8, 512, 64)).astype(np.float32)
+    got = ab.attention(q, q, q)
+    assert got.shape == (1, 8, 512, 64) and ab.last_timing.get("stream") is True, \
+        ab.last_timing
 
 
 def test_transports_agree(server):
