@@ -244,6 +244,24 @@ static int attn_run(struct bench_pool *pool, struct attn_var *v,
   return 0;
 }
 
+
+/* A variant's time over dense as the median of the per-round ratios: the
+ * two ran next to each other in each round, so a swing of the shared
+ * machine between rounds cancels out, where a ratio of two medians can
+ * pair a fast round of one with a slow round of the other.  `fallback`
+ * when the rounds do not pair up. */
+static double paired_ratio(const struct bench_samples *v,
+                           const struct bench_samples *dense, double fallback)
+{
+  struct bench_samples r = {0};
+  int i, n = v->n < dense->n ? v->n : dense->n;
+
+  for (i = 0; i < n; i++)
+    if (dense->v[i] > 0)
+      bench_samples_add(&r, v->v[i] / dense->v[i]);
+  return r.n ? bench_median(&r) : fallback;
+}
+
 static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
                        int with_torch)
 {
@@ -375,19 +393,20 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
 
   for (i = 0; i < NVAR; i++) {
     struct attn_var *v = &var[i];
-    double med = bench_median(&v->ms), gf;
+    double med = bench_median(&v->ms), gf, rel;
 
     if (v->ms.n == 0)
       continue;
     gf = v->flops / (med * 1e-3) * 1e-9;
     if (i == 0)
       dense_ms = med;
+    rel = paired_ratio(&v->ms, &var[0].ms, med / dense_ms);
     printf("  %3d %3d %5d %4d %-19s %9.2f [%.2f-%.2f] %8.1f %5.1f%% %5.1f%% "
            "%6.2f %7.2f",
            hq, v->hkv, n, d, v->name, med, bench_min(&v->ms),
            bench_max(&v->ms), gf,
            100.0 * gf / bench_ceiling_now(BENCH_CEIL_FMA),
-           100.0 * gf / bench_median(&probe), med / dense_ms,
+           100.0 * gf / bench_median(&probe), rel,
            bench_median(&v->build_ms));
     print_err_note(v->err, 2e-3);
     printf("\n");
@@ -403,6 +422,7 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
     res_num("ms_max", bench_max(&v->ms));
     res_num("useful_gflops", gf);
     res_pct("pct_peak", gf, BENCH_CEIL_FMA);
+    res_num("vs_dense", rel);
     res_end();
   }
   if (probe.n)
