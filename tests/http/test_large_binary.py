@@ -318,3 +318,64 @@ def test_streamed_response_cut_at_drain_deadline(start):
     finally:
         s.close()
     assert "streamed response cut" in srv.log(), srv.log()[-2000:]
+
+
+def test_streamed_concurrent_readers_full_slow_and_gone(server):
+    """Streamed answers to 6 clients at once for a bounded time, each
+    request read whole, read slowly, or dropped part way: every whole answer
+    is the right one, and afterwards no request holds a slot."""
+    import random
+    import threading
+    q, k, v = qkv(50, 8, 512, 64)
+    want = ref_attention(q, k, v)[0]
+    body = st_dump({"q": q, "k": k, "v": v}, {})
+    deadline = time.monotonic() + 3.0 * run.SLOW
+    problems, counts = [], {"whole": 0, "slow": 0, "gone": 0}
+    lock = threading.Lock()
+
+    def client(seed):
+        rnd = random.Random(seed)
+        while time.monotonic() < deadline and not problems:
+            mode = rnd.choice(("whole", "slow", "gone"))
+            s = server.connect(timeout=60)
+            try:
+                head, got = send_until_headers(s, body)
+                length = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
+                              if ln.lower().startswith(b"content-length:")][0])
+                cut = rnd.randint(1, length - 1) if mode == "gone" else length
+                while len(got) < cut:
+                    chunk = s.recv(4096 if mode == "slow" else 1 << 20)
+                    if not chunk:
+                        break
+                    got += chunk
+                    if mode == "slow":
+                        time.sleep(0.0005)
+                if mode != "gone":
+                    assert len(got) == length, (mode, len(got), length)
+                    np.testing.assert_allclose(st_load(got)["output"], want,
+                                               rtol=1e-4, atol=2e-6)
+                with lock:
+                    counts[mode] += 1
+            except Exception as e:  # reported below, in the test's thread
+                with lock:
+                    problems.append("%s: %r" % (mode, e))
+            finally:
+                s.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120 * run.SLOW)
+    assert not problems, problems[:3]
+    assert counts["whole"] and counts["gone"], counts
+    assert server.get("/healthz").status == 200
+    end = time.monotonic() + 10 * run.SLOW
+    while time.monotonic() < end:
+        m = server.metrics()
+        if m[("attnbias_queue_depth", frozenset())] == 0 and \
+                m[("attnbias_inflight_requests", frozenset())] <= 1:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("requests still open: %r" % (m,))
