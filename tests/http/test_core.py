@@ -386,8 +386,9 @@ def test_graceful_shutdown(start):
     partial = hold_slot(srv, "/v1/bias")
     # 34 GFLOP: a good 100 ms on one pool thread of a fast core, so that
     # the gauge polled every 20 ms sees it admitted (1024 positions, 2
-    # GFLOP, could come and go between two polls).
-    body = attention_body(4096)
+    # GFLOP, could come and go between two polls -- but not under valgrind,
+    # where 34 GFLOP would take many minutes).
+    body = attention_body(1024 if run.VALGRIND else 4096)
     result = {}
 
     def compute():
