@@ -379,7 +379,7 @@ def test_queue_full_while_computing(start):
 
 
 def test_graceful_shutdown(start):
-    srv = start("--threads", "1", "--drain-s", "60")
+    srv = start("--threads", "1", "--drain-s", "%g" % (60 * run.SLOW))
     keep = http.client.HTTPConnection(srv.host, srv.port, timeout=30 * run.SLOW)
     keep.request("GET", "/healthz")
     assert keep.getresponse().read() == b'{"status":"ok"}'
