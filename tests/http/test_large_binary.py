@@ -167,6 +167,19 @@ def test_keepalive_alternating_sizes_reuse_blocks(server):
         conn.close()
 
 
+def wait_all_closed(server):
+    """Wait until no request holds a queue slot and none is open but the
+    metrics request itself."""
+    deadline = time.monotonic() + 10 * run.SLOW
+    while time.monotonic() < deadline:
+        m = server.metrics()
+        if m[("attnbias_queue_depth", frozenset())] == 0 and \
+                m[("attnbias_inflight_requests", frozenset())] <= 1:
+            return
+        time.sleep(0.05)
+    raise AssertionError("requests still open: %r" % (m,))
+
+
 def send_until_headers(s, body):
     """POST a safetensors attention body on raw socket s (binary answer)
     and read up to the end of the response headers: (headers, the body
@@ -205,15 +218,7 @@ def test_client_gone_mid_response(server):
     finally:
         conn.close()
     # Every request is over, none is left holding a slot.
-    deadline = time.monotonic() + 10 * run.SLOW
-    while time.monotonic() < deadline:
-        m = server.metrics()
-        if m[("attnbias_queue_depth", frozenset())] == 0 and \
-                m[("attnbias_inflight_requests", frozenset())] <= 1:
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError("requests still open: %r" % (m,))
+    wait_all_closed(server)
 
 
 # ---- streamed responses: sent while the pieces run -------------------------
@@ -370,12 +375,4 @@ def test_streamed_concurrent_readers_full_slow_and_gone(server):
     assert not problems, problems[:3]
     assert counts["whole"] and counts["gone"], counts
     assert server.get("/healthz").status == 200
-    end = time.monotonic() + 10 * run.SLOW
-    while time.monotonic() < end:
-        m = server.metrics()
-        if m[("attnbias_queue_depth", frozenset())] == 0 and \
-                m[("attnbias_inflight_requests", frozenset())] <= 1:
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError("requests still open: %r" % (m,))
+    wait_all_closed(server)
