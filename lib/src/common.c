@@ -508,8 +508,9 @@ enum ab_status ab_job_piece_first(const ab_job_t *job, int64_t piece,
   int64_t f;
 
   if (!job || !first || !output)
-    return ab__fail(AB_STATUS_INVALID_ARG, !job ? "job" : "output",
-                    "%s is NULL", !job ? "job" : !first ? "first" : "output");
+    return ab__fail(AB_STATUS_INVALID_ARG,
+                    !job ? "job" : !first ? "first" : "output", "%s is NULL",
+                    !job ? "job" : !first ? "first" : "output");
   if (piece < 0 || piece >= job->pieces)
     return ab__fail(AB_STATUS_OUT_OF_RANGE, "piece",
                     "piece %lld is not in 0..%lld", (long long)piece,

@@ -285,9 +285,10 @@ static int record_lift(struct scan *s, size_t pos, size_t end,
 
 /* Try to lift the array whose '[' is at t[pos] when it holds at least min
  * numbers.  Returns 1 (lifted: *end is one past ']'), 0 (not a candidate:
- * leave it to jansson) or -1 (error, err set).  A flat number array holds no ']' before its own, so the first
- * ']' bounds it and its commas count its elements; anything else in it
- * fails the parse below and the array is left alone. */
+ * leave it to jansson) or -1 (error, err set).  A flat number array holds
+ * no ']' before its own, so the first ']' bounds it and its commas count
+ * its elements; anything else in it fails the parse below and the array
+ * is left alone. */
 static int try_lift(struct scan *s, size_t pos, int64_t min, size_t *end,
                     struct srv_err *err)
 {
