@@ -111,6 +111,31 @@ static double time_decode(const char *ctype, const char *body, size_t len,
   return ok ? dt : -1;
 }
 
+/* Encode one tensor "x" of n elements as a JSON response; seconds or a
+ * negative value (the error printed). */
+static double time_encode(const void *x, enum ab_dtype dt, int64_t n,
+                          size_t *len)
+{
+  struct srv_call c;
+  struct srv_err err;
+  double t0, sec = -1;
+
+  call_init(&c, "application/json", "{}", 2);
+  c.fmt = SRV_FMT_JSON;
+  c.outputs[0].name = "x";
+  ab_tensor_init(&c.outputs[0].t, (void *)x, dt, 1, &n);
+  c.noutputs = 1;
+  t0 = bench_now();
+  if (srv_codec_encode(&c, &err) == 0) {
+    sec = bench_now() - t0;
+    *len = c.resp_body.len;
+  } else {
+    printf("  encode failed: %d %s\n", err.http, err.detail);
+  }
+  call_release(&c);
+  return sec;
+}
+
 /* Text body {"x": {"shape": [n], "data": [...]}} with each float in its
  * shortest round-trip form, as the server itself writes floats. */
 static char *json_body(const float *x, int64_t n, size_t *len)
@@ -229,9 +254,10 @@ void bench_codec(void)
             sd = 128;
   const char *const x1[1] = {"x"}, *const qkv[3] = {"q", "k", "v"};
   float *x = bench_alloc((size_t)n * 4), *big;
-  struct bench_samples parse = {0}, nested = {0}, emit = {0}, b64 = {0},
-                       st = {0};
-  size_t jlen = 0, nlen = 0, blen = 0, slen = 0, elen = 0;
+  struct bench_samples parse = {0}, nested = {0}, emit = {0}, emit64 = {0},
+                       b64 = {0}, st = {0};
+  size_t jlen = 0, nlen = 0, blen = 0, slen = 0, elen = 0, elen64 = 0;
+  double *x64 = bench_alloc((size_t)n * 8);
   char *jb, *nb, *bb, *sb = NULL;
   int r;
 
@@ -243,6 +269,11 @@ void bench_codec(void)
   srv_cfg.max_output_mb = 1024;
   srv_cfg.max_gflop = 10000;
   bench_fill(x, (size_t)n, 31, 1.0f);
+  /* Doubles that need their 15-17 digits, as float64 outputs computed in
+   * double precision do (a float widened to double would print its
+   * shorter binary expansion). */
+  for (int64_t i = 0; i < n; i++)
+    x64[i] = (double)x[i] / 3.0 + 1e-9 * (double)(i % 1000);
   jb = json_body(x, n, &jlen);
   nb = nested_body(x, n, 128, &nlen);
   bb = b64_body(x, n, &blen);
@@ -256,9 +287,7 @@ void bench_codec(void)
   }
 
   for (r = -1; r < reps; r++) { /* r = -1: warm-up */
-    struct srv_call c;
-    struct srv_err err;
-    double t0, dt;
+    double dt;
 
     dt = time_decode("application/json", jb, jlen, x1, 1, n);
     if (dt >= 0 && r >= 0)
@@ -274,30 +303,23 @@ void bench_codec(void)
     if (dt >= 0 && r >= 0)
       bench_samples_add(&st, dt);
 
-    call_init(&c, "application/json", "{}", 2);
-    c.fmt = SRV_FMT_JSON;
-    c.outputs[0].name = "x";
-    ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 1, &n);
-    c.noutputs = 1;
-    t0 = bench_now();
-    if (srv_codec_encode(&c, &err) == 0) {
-      dt = bench_now() - t0;
-      elen = c.resp_body.len;
-      if (r >= 0)
-        bench_samples_add(&emit, dt);
-    } else if (r < 0) {
-      printf("  encode failed: %d %s\n", err.http, err.detail);
-    }
-    call_release(&c);
+    dt = time_encode(x, AB_DTYPE_F32, n, &elen);
+    if (dt >= 0 && r >= 0)
+      bench_samples_add(&emit, dt);
+    dt = time_encode(x64, AB_DTYPE_F64, n, &elen64);
+    if (dt >= 0 && r >= 0)
+      bench_samples_add(&emit64, dt);
   }
   printf("   %-18s %8s ms [min-max]    rate\n", "", "median");
   report("json_parse", &parse, (double)n, (double)jlen);
   report("json_parse_nested", &nested, (double)n, (double)nlen);
   report("json_emit", &emit, (double)n, (double)elen);
+  report("json_emit_f64", &emit64, (double)n, (double)elen64);
   report("json_b64_parse", &b64, 0, (double)blen);
   report("safetensors_parse", &st, 0, (double)slen);
 out:
   free(x);
+  free(x64);
   free(jb);
   free(nb);
   free(bb);

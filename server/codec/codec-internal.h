@@ -105,9 +105,17 @@ void srv_codec__b64_encode(char *dst, const void *src, size_t n);
 /* ---- numbers ------------------------------------------------------------ */
 
 /* Shortest decimal that reads back as the same double (17 digits at most),
- * plain JSON number; non-finite values as the JSON strings "inf", "-inf",
- * "nan".  Writes at most 32 bytes, no terminator; returns the length. */
+ * the nearest among the shortest, in the shorter of plain and exponent
+ * notation as srv_codec_fmt_f32 writes it; non-finite values as the JSON
+ * strings "inf", "-inf", "nan".  Writes at most 24 bytes, no terminator;
+ * returns the length. */
 size_t srv_codec__fmt_f64(char *buf, double v);
+/* The simple reference formatter for float64: the first of 1..17 digits
+ * that strtod reads back (printf + strtod, ~1 us a number). */
+size_t srv_codec__fmt_f64_simple(char *buf, double v);
+/* The float64 formatter's floor(log10(2^e)), or floor(log10(3/4 * 2^e)),
+ * for a test to check against logarithms. */
+int32_t srv_codec__floor_log10_pow2(int32_t e, int three_quarters);
 
 /* The simple reference formatter for float32: the first of %.1g .. %.9g
  * that strtof reads back.  Used by tests and the benchmark to check and

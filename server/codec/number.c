@@ -9,11 +9,13 @@
  * 64-bit fixed-point approximation of 5^q or 5^-q that is exact enough for
  * every float32 (the paper's bound), then digits are removed while both
  * ends of the interval still differ.  Its tables are computed exactly at
- * start-up with 128-bit integers instead of being pasted in. */
+ * start-up with 128-bit integers instead of being pasted in.  Doubles go
+ * through Schubfach (below), with tables built the same way. */
 #include "codec-internal.h"
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,6 +357,245 @@ size_t srv_codec_fmt_f32(char *buf, float v)
 }
 
 /* ======================================================================
+ * float64: Schubfach
+ * ====================================================================== */
+
+/* srv_codec__fmt_f64 follows Raffaello Giulietti, "The Schubfach way to
+ * render doubles" (2020).  With v = c * 2^q, k = floor(log10(2^q)) (or of
+ * 3/4 * 2^q where the lower half-interval is the narrower one) puts the
+ * rounding interval's width between 10^k and 10^(k+1), so it holds at most
+ * one multiple of 10^(k+1) and at least one multiple of 10^k: the multiple
+ * of 10^(k+1) if there is one, else the nearer multiple of 10^k, is the
+ * shortest.  v and both ends are scaled by 10^-k with a 128-bit
+ * approximation from above of 10^-k, rounded to odd so that the comparisons
+ * below stay exact.  The 617 approximations are computed once, exactly,
+ * with a small big-number long division the first time a double is
+ * written. */
+
+#define P10_MIN (-292) /* -k over every double: k in [-324, 292] */
+#define P10_MAX 324
+
+static const uint64_t g_pow10_u64[17] = {
+    1ull,           10ull,           100ull,           1000ull,
+    10000ull,       100000ull,       1000000ull,       10000000ull,
+    100000000ull,   1000000000ull,   10000000000ull,   100000000000ull,
+    1000000000000ull, 10000000000000ull, 100000000000000ull,
+    1000000000000000ull, 10000000000000000ull};
+
+static uint64_t g_pow10_128[P10_MAX - P10_MIN + 1][2]; /* {high, low} */
+static pthread_once_t g_pow10_once = PTHREAD_ONCE_INIT;
+static int g_pow10_ok;
+
+/* floor(e * log2(10)), floor(e * log10(2)) and floor(log10(3/4 * 2^e)) by
+ * fixed-point multiplication, exact for |e| <= 1700 (the table build and a
+ * test check them); >> of a negative int is arithmetic in GCC and Clang. */
+static inline int32_t floor_log2_pow10(int32_t e)
+{
+  return (e * 1741647) >> 19;
+}
+static inline int32_t floor_log10_pow2(int32_t e)
+{
+  return (e * 315653) >> 20;
+}
+static inline int32_t floor_log10_3q_pow2(int32_t e)
+{
+  return (e * 315653 - 131237) >> 20;
+}
+
+int32_t srv_codec__floor_log10_pow2(int32_t e, int three_quarters)
+{
+  return three_quarters ? floor_log10_3q_pow2(e) : floor_log10_pow2(e);
+}
+
+/* Unsigned big numbers of up to 18 64-bit limbs (10^324 has 1077 bits),
+ * least significant first. */
+#define BN_LIMBS 18
+struct bn {
+  uint64_t w[BN_LIMBS];
+};
+
+static int bn_bitlen(const struct bn *a)
+{
+  int i;
+  for (i = BN_LIMBS - 1; i >= 0; i--)
+    if (a->w[i])
+      return 64 * i + 64 - __builtin_clzll(a->w[i]);
+  return 0;
+}
+
+static void bn_mul10(struct bn *a)
+{
+  u128 carry = 0;
+  int i;
+  for (i = 0; i < BN_LIMBS; i++) {
+    carry += (u128)a->w[i] * 10;
+    a->w[i] = (uint64_t)carry;
+    carry >>= 64;
+  }
+}
+
+static void bn_shl1(struct bn *a)
+{
+  int i;
+  for (i = BN_LIMBS - 1; i > 0; i--)
+    a->w[i] = a->w[i] << 1 | a->w[i - 1] >> 63;
+  a->w[0] <<= 1;
+}
+
+/* a -= b if a >= b; returns whether it did. */
+static int bn_sub_if_ge(struct bn *a, const struct bn *b)
+{
+  uint64_t borrow = 0;
+  int i;
+  for (i = BN_LIMBS - 1; i >= 0; i--)
+    if (a->w[i] != b->w[i]) {
+      if (a->w[i] < b->w[i])
+        return 0;
+      break;
+    }
+  for (i = 0; i < BN_LIMBS; i++) {
+    uint64_t x = a->w[i], y = b->w[i];
+    a->w[i] = x - y - borrow;
+    borrow = x < y || (x == y && borrow);
+  }
+  return 1;
+}
+
+/* The 128 bits of a starting at bit `from` (which may be negative: the
+ * bits below bit 0 are zeros). */
+static u128 bn_bits128(const struct bn *a, int from)
+{
+  u128 r = 0;
+  int b;
+  for (b = from + 127; b >= from; b--)
+    r = r << 1 | (u128)(b >= 0 && (a->w[b / 64] >> (b % 64) & 1));
+  return r;
+}
+
+static void pow10_128_set(int32_t k, u128 g, int *ok)
+{
+  g += 1; /* floor(beta) + 1: from above, never exact */
+  if (g >> 127 == 0)
+    *ok = 0; /* beta must lie in [2^127, 2^128) */
+  g_pow10_128[k - P10_MIN][0] = (uint64_t)(g >> 64);
+  g_pow10_128[k - P10_MIN][1] = (uint64_t)g;
+}
+
+/* g_pow10_128[k] = floor(10^k * 2^(127 - floor_log2_pow10(k))) + 1. */
+static void pow10_128_init(void)
+{
+  struct bn p = {{1}};
+  int32_t k;
+  int ok = 1;
+
+  for (k = 0; k <= P10_MAX; k++, bn_mul10(&p)) {
+    const int len = bn_bitlen(&p);
+    if (floor_log2_pow10(k) != len - 1)
+      ok = 0;
+    /* 10^k * 2^(127 - (len - 1)): its top 128 bits. */
+    pow10_128_set(k, bn_bits128(&p, len - 128), &ok);
+    if (k > 0 && -k >= P10_MIN) {
+      /* 10^-k * 2^(127 + len) = 2^(127 + len) / 10^k (10^k is no power of
+       * two, so floor(log2(10^-k)) = -len): binary long division, starting
+       * from the remainder 2^(len-1) < 10^k of the top bits. */
+      struct bn r = {{0}};
+      u128 q = 0;
+      int i;
+      if (floor_log2_pow10(-k) != -len)
+        ok = 0;
+      r.w[(len - 1) / 64] = 1ull << ((len - 1) % 64);
+      for (i = 0; i < 128; i++) {
+        bn_shl1(&r);
+        q = q << 1 | (u128)bn_sub_if_ge(&r, &p);
+      }
+      pow10_128_set(-k, q, &ok);
+    }
+  }
+  g_pow10_ok = ok;
+}
+
+/* floor(g * cp / 2^128), its lowest bit set when the discarded part is
+ * not zero (round to odd). */
+static inline uint64_t round_to_odd(const uint64_t g[2], uint64_t cp)
+{
+  const u128 x = (u128)cp * g[1], y = (u128)cp * g[0] + (x >> 64);
+  return (uint64_t)(y >> 64) | ((uint64_t)y > 1);
+}
+
+/* The shortest digits*10^exp in the rounding interval of the finite,
+ * non-zero double with the given biased exponent and fraction; among
+ * them the nearest (ties to even digits). */
+static void d2d(uint64_t frac, uint32_t bexp, uint64_t *digits, int32_t *exp)
+{
+  const uint64_t c = bexp ? frac | 1ull << 52 : frac;
+  const int32_t q = bexp ? (int32_t)bexp - 1075 : -1074;
+  const int closer = frac == 0 && bexp > 1, even = (c & 1) == 0;
+  const int32_t k = closer ? floor_log10_3q_pow2(q) : floor_log10_pow2(q);
+  const int h = q + floor_log2_pow10(-k) + 1; /* 1..4 */
+  const uint64_t *g = g_pow10_128[-k - P10_MIN];
+  /* The value and its interval's ends, times 4 * 10^-k. */
+  const uint64_t vb = round_to_odd(g, 4 * c << h),
+                 lower = round_to_odd(g, (4 * c - 2 + closer) << h) + !even,
+                 upper = round_to_odd(g, (4 * c + 2) << h) - !even;
+  const uint64_t s = vb >> 2;
+
+  if (s >= 10) { /* a multiple of 10^(k+1) inside? */
+    const uint64_t sp = s / 10;
+    const int u_in = lower <= 40 * sp, w_in = 40 * sp + 40 <= upper;
+    if (u_in != w_in) {
+      *digits = sp + w_in;
+      *exp = k + 1;
+      return;
+    }
+  }
+  {
+    const int u_in = lower <= 4 * s, w_in = 4 * s + 4 <= upper;
+    if (u_in != w_in) {
+      *digits = s + w_in;
+      *exp = k;
+      return;
+    }
+    /* Both inside: the nearer, ties to even. */
+    *digits = s + (vb > 4 * s + 2 || (vb == 4 * s + 2 && (s & 1)));
+    *exp = k;
+  }
+}
+
+size_t srv_codec__fmt_f64(char *buf, double v)
+{
+  uint64_t bits, frac, digits;
+  uint32_t bexp;
+  int32_t exp;
+  int neg, olen;
+
+  memcpy(&bits, &v, 8);
+  neg = (int)(bits >> 63);
+  bexp = (uint32_t)(bits >> 52) & 0x7ff;
+  frac = bits & ((1ull << 52) - 1);
+  if (bexp == 0x7ff)
+    return write_nonfinite(buf, frac != 0, neg);
+  if (bexp == 0 && frac == 0) {
+    if (neg) {
+      memcpy(buf, "-0", 2);
+      return 2;
+    }
+    buf[0] = '0';
+    return 1;
+  }
+  pthread_once(&g_pow10_once, pow10_128_init);
+  if (!g_pow10_ok) /* cannot happen; keeps a wrong table from lying */
+    return srv_codec__fmt_f64_simple(buf, v);
+  d2d(frac, bexp, &digits, &exp);
+  while (digits % 10 == 0) {
+    digits /= 10;
+    exp++;
+  }
+  for (olen = 1; olen < 17 && digits >= g_pow10_u64[olen]; olen++)
+    ; /* at most 17 digits */
+  return write_decimal(buf, neg, digits, olen, exp);
+}
+
+/* ======================================================================
  * reference formatters (printf + read back)
  * ====================================================================== */
 
@@ -417,14 +658,14 @@ size_t srv_codec__fmt_f32_simple(char *buf, float v)
   return from_printf(buf, tmp);
 }
 
-size_t srv_codec__fmt_f64(char *buf, double v)
+size_t srv_codec__fmt_f64_simple(char *buf, double v)
 {
   char tmp[48];
   int p;
 
   if (!isfinite(v))
     return write_nonfinite(buf, isnan(v), signbit(v) != 0);
-  for (p = 15; p <= 17; p++) {
+  for (p = 1; p <= 17; p++) {
     snprintf(tmp, sizeof tmp, "%.*e", p - 1, v);
     if (strtod(tmp, NULL) == v)
       break;

@@ -170,31 +170,145 @@ TEST(fmt_f32_binade_edges)
   return 0;
 }
 
-TEST(fmt_f64_round_trip)
+/* The same comparison for doubles: round trip through strtod, never more
+ * digits than the printf reference (1..17 digits), the same text with as
+ * many. */
+static int check_one64(uint64_t bits)
 {
-  char a[40];
+  char a[40], b[48];
+  double v, r;
+  size_t na, nb;
+
+  memcpy(&v, &bits, 8);
+  if (!isfinite(v))
+    return 0;
+  na = srv_codec__fmt_f64(a, v);
+  a[na] = '\0';
+  nb = srv_codec__fmt_f64_simple(b, v);
+  b[nb] = '\0';
+  r = strtod(a, NULL);
+  if (memcmp(&r, &v, 8) != 0) {
+    fprintf(stderr, "  %016llx: \"%s\" reads back as %.17g\n",
+            (unsigned long long)bits, a, r);
+    return 1;
+  }
+  if (na > 24 || digits(a) > digits(b) ||
+      (digits(a) == digits(b) && strcmp(a, b) != 0)) {
+    fprintf(stderr, "  %016llx: \"%s\", reference \"%s\"\n",
+            (unsigned long long)bits, a, b);
+    return 1;
+  }
+  return 0;
+}
+
+TEST(fmt_f64_special_values)
+{
+  static const struct {
+    double v;
+    const char *s;
+  } cases[] = {
+      {0.0, "0"},
+      {-0.0, "-0"},
+      {1.0, "1"},
+      {1.25, "1.25"},
+      {0.1, "0.1"},
+      {0.3, "0.3"},
+      {0.1 + 0.2, "0.30000000000000004"},
+      {1.0 / 3.0, "0.3333333333333333"},
+      {2.0 / 3.0, "0.6666666666666666"},
+      {M_PI, "3.141592653589793"},
+      {-2.5, "-2.5"},
+      {1000.0, "1e3"},
+      {0.01, "0.01"},
+      {123456789012345680.0, "123456789012345680"}, /* plain: shorter */
+      {1.2345678901234568e-17, "1.2345678901234568e-17"},
+      {9007199254740992.0, "9007199254740992"}, /* 2^53 */
+      {9007199254740993.0, "9007199254740992"}, /* rounds to 2^53 */
+      {1e23, "1e23"},
+      {5e-324, "5e-324"},                  /* smallest subnormal */
+      {1e-323, "1e-323"},
+      {2.2250738585072014e-308, "2.2250738585072014e-308"}, /* DBL_MIN */
+      {2.225073858507201e-308, "2.225073858507201e-308"}, /* largest subn. */
+      {1.7976931348623157e308, "1.7976931348623157e308"}, /* DBL_MAX */
+      {(double)0.1f, "0.10000000149011612"},
+      {INFINITY, "\"inf\""},
+      {-INFINITY, "\"-inf\""},
+      {NAN, "\"nan\""},
+  };
+  char buf[40];
+  size_t i;
+
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    buf[srv_codec__fmt_f64(buf, cases[i].v)] = '\0';
+    CHECK_STR(buf, cases[i].s);
+  }
+  return 0;
+}
+
+TEST(fmt_f64_random_round_trip)
+{
   int i;
 
-  for (i = 0; i < 20000; i++) {
-    uint64_t bits = rnd();
-    double v, r;
-    size_t n;
-    memcpy(&v, &bits, 8);
-    if (!isfinite(v))
-      continue;
-    n = srv_codec__fmt_f64(a, v);
-    a[n] = '\0';
-    CHECK(n <= 24);
-    r = strtod(a, NULL);
-    if (memcmp(&r, &v, 8) != 0)
-      FAIL_AT("%016llx: \"%s\"", (unsigned long long)bits, a);
+  /* Random bit patterns (every exponent alike), then random values near
+   * 1 (every fraction bit alike, the values attention writes). */
+  for (i = 0; i < 60000; i++)
+    if (check_one64(rnd()))
+      return 1;
+  for (i = 0; i < 30000; i++) {
+    uint64_t bits = 0x3fe0000000000000ull | (rnd() >> 12);
+    if (check_one64(bits) || check_one64(bits ^ 1ull << 63))
+      return 1;
   }
-  a[srv_codec__fmt_f64(a, 1.25)] = '\0';
-  CHECK_STR(a, "1.25");
-  a[srv_codec__fmt_f64(a, 0.1)] = '\0';
-  CHECK_STR(a, "0.1");
-  a[srv_codec__fmt_f64(a, -INFINITY)] = '\0';
-  CHECK_STR(a, "\"-inf\"");
+  return 0;
+}
+
+TEST(fmt_f64_binade_edges)
+{
+  uint64_t e, s, d;
+
+  /* Both ends of every binade and their neighbours, subnormals and the
+   * smallest ones (tiny fractions) included. */
+  for (s = 0; s < 2; s++)
+    for (e = 0; e < 2047; e++)
+      for (d = 0; d < 6; d++) {
+        const uint64_t fr = (1ull << 52) - 1;
+        uint64_t m = d == 0 ? 0 : d == 1 ? 1 : d == 2 ? fr
+                   : d == 3 ? 1ull << 51 : d == 4 ? 2 : fr - 1;
+        if (check_one64(s << 63 | e << 52 | m))
+          return 1;
+      }
+  for (d = 1; d < 2000; d++)
+    if (check_one64(d))
+      return 1;
+  /* Integers and short decimals, where exact trailing zeros matter. */
+  for (d = 0; d < 20000; d++) {
+    double v = (double)d, w = (double)d / 1000.0, x = (double)d * 1e20;
+    uint64_t b1, b2, b3;
+    memcpy(&b1, &v, 8);
+    memcpy(&b2, &w, 8);
+    memcpy(&b3, &x, 8);
+    if (check_one64(b1) || check_one64(b2) || check_one64(b3))
+      return 1;
+  }
+  return 0;
+}
+
+TEST(fmt_f64_exponent_formulas)
+{
+  /* The formatter's fixed-point floor(log10(2^e)) and floor(log10(3/4 *
+   * 2^e)) over every binary exponent of a double, against long double
+   * logarithms (no e in range puts either within 1e-9 of an integer, far
+   * above the long double error). */
+  int e;
+
+  for (e = -1100; e <= 1100; e++) {
+    long double a = (long double)e * log10l(2.0L),
+                b = a + log10l(0.75L);
+    CHECK(fabsl(a - roundl(a)) > 1e-9L || e == 0);
+    CHECK(fabsl(b - roundl(b)) > 1e-9L);
+    CHECK_EQ_I64(srv_codec__floor_log10_pow2(e, 0), (int64_t)floorl(a));
+    CHECK_EQ_I64(srv_codec__floor_log10_pow2(e, 1), (int64_t)floorl(b));
+  }
   return 0;
 }
 
