@@ -9,6 +9,8 @@
  *   bits 2-4  Accept: one of g_accepts
  *   bit  5    the route may answer image/png
  *   bit  6    also draw the first 2-D tensor as a PNG heatmap
+ *   bit  7    answer in float64 (a float64 tensor of the body is written
+ *             back as it came: every bit pattern reaches the formatter)
  * Built by `make fuzz` with clang -fsanitize=fuzzer; standalone.c replays
  * tests/fuzz/corpus/ with any compiler (make fuzz-replay, make test). */
 #include "srv.h"
@@ -57,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   srv_buf_init(&c.custom, OUT_MAX);
   srv_buf_init(&c.ignored, 4096);
   c.route = (mode & 0x20) ? &g_route_png : &g_route;
+  c.out_dtype = (mode & 0x80) ? AB_DTYPE_F64 : AB_DTYPE_F32;
   c.content_type = g_ctypes[mode & 3];
   c.accept = g_accepts[(mode >> 2) & 7];
   c.body = size > 1 ? (const char *)data + 1 : NULL;
@@ -86,7 +89,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       if (c.noutputs < SRV_MAX_OUTPUTS) {
         struct srv_output *o = &c.outputs[c.noutputs++];
         o->name = g_paths[i];
-        ab_tensor_init(&o->t, f, AB_DTYPE_F32, t.ndim, t.shape);
+        if ((mode & 0x80) && t.dtype == AB_DTYPE_F64)
+          o->t = t;
+        else
+          ab_tensor_init(&o->t, f, AB_DTYPE_F32, t.ndim, t.shape);
       }
     }
     if (c.noutputs < SRV_MAX_OUTPUTS) {
