@@ -879,91 +879,28 @@ static int64_t row_pos(const struct block *bl, int64_t i)
   return bl->r0 + i % bl->bq;
 }
 
-/* Rows are transposed to and from the column-major tiles (element k of
- * row i at k * mp + i) TR_ROWS rows at a time: for each k the block's
- * rows fill one cache line of the tile, where a row at a time would touch
- * D lines for one element each (~2.5 % of a dense run, measured). */
-#define TR_ROWS 16
-
-/* Offsets of rows [i0, i0 + n) of the block in a tensor with head and
- * position strides hs, ps (rows are head-major: walked without the
- * divisions of row_head/row_pos). */
-static void row_offsets(const struct block *bl, int64_t i0, int64_t n,
-                        int64_t base, int64_t hs, int64_t ps, int64_t *off)
-{
-  int64_t h = bl->h0 + i0 / bl->bq, r = i0 % bl->bq, i;
-
-  for (i = 0; i < n; i++) {
-    off[i] = base + h * hs + (bl->r0 + r) * ps;
-    if (++r == bl->bq) {
-      r = 0;
-      h++;
-    }
-  }
-}
-
-/* qt[k][i] = q[b, h_i, r_i, k] * qscale; padded rows are 0. */
+/* qt[c][i] = q[b, h_i, r_i, c] * qscale; padded rows are 0. */
 static void gather_q(const struct attn_ctx *c, const struct block *bl)
 {
   const int64_t *qs = c->qst, D = c->s.D, mp = bl->mp;
-  const float qscale = c->qscale;
-  int64_t off[TR_ROWS], i0, i, k;
+  int64_t i, k;
 
-  for (i0 = 0; i0 < bl->m; i0 += TR_ROWS) {
-    const int64_t n = ab__min64(TR_ROWS, bl->m - i0);
-    row_offsets(bl, i0, n, bl->b * qs[0], qs[1], qs[2], off);
-    if (c->q_dtype == AB_DTYPE_F32 && qs[3] == 1) {
-      const float *src[TR_ROWS];
-      for (i = 0; i < n; i++)
-        src[i] = (const float *)c->q + off[i];
-      for (k = 0; k < D; k++) {
-        float *dst = bl->qt + k * mp + i0;
-        for (i = 0; i < n; i++)
-          dst[i] = src[i][k] * qscale;
-      }
+  for (i = 0; i < bl->m; i++) {
+    int64_t off = bl->b * qs[0] + row_head(bl, i) * qs[1] +
+                  row_pos(bl, i) * qs[2];
+    if (c->q_dtype == AB_DTYPE_F32) {
+      const float *src = (const float *)c->q + off;
+      for (k = 0; k < D; k++)
+        bl->qt[k * mp + i] = src[k * qs[3]] * c->qscale;
     } else {
-      for (k = 0; k < D; k++) {
-        float *dst = bl->qt + k * mp + i0;
-        for (i = 0; i < n; i++)
-          dst[i] = ab__load_f32(c->q, c->q_dtype, off[i] + k * qs[3]) *
-                   qscale;
-      }
+      for (k = 0; k < D; k++)
+        bl->qt[k * mp + i] =
+            ab__load_f32(c->q, c->q_dtype, off + k * qs[3]) * c->qscale;
     }
   }
   for (k = 0; k < D; k++)
     for (i = bl->m; i < mp; i++)
       bl->qt[k * mp + i] = 0.0f;
-}
-
-/* out[b, h_i, r_i, k] = ot[k][i] / l_i (0 where l_i is 0: every key
- * masked), and lse = max + log(sum) (-inf there). */
-static void write_out(const struct attn_ctx *c, const struct block *bl)
-{
-  const int64_t Dv = c->s.Dv, mp = bl->mp, *os = c->ost;
-  int64_t off[TR_ROWS], i0, i, k;
-
-  for (i0 = 0; i0 < bl->m; i0 += TR_ROWS) {
-    const int64_t n = ab__min64(TR_ROWS, bl->m - i0);
-    float inv[TR_ROWS], *dst[TR_ROWS];
-    row_offsets(bl, i0, n, bl->b * os[0], os[1], os[2], off);
-    for (i = 0; i < n; i++) {
-      const float l = bl->l[i0 + i];
-      inv[i] = l > 0.0f ? 1.0f / l : 0.0f;
-      dst[i] = c->out + off[i];
-    }
-    for (k = 0; k < Dv; k++) {
-      const float *src = bl->ot + k * mp + i0;
-      for (i = 0; i < n; i++)
-        dst[i][k] = src[i] * inv[i];
-    }
-    if (c->lse) {
-      row_offsets(bl, i0, n, bl->b * c->s.Hq * c->s.Nq, c->s.Nq, 1, off);
-      for (i = 0; i < n; i++) {
-        const float l = bl->l[i0 + i];
-        c->lse[off[i]] = l > 0.0f ? bl->mx[i0 + i] + logf(l) : -INFINITY;
-      }
-    }
-  }
 }
 
 /* Scores of keys [j0, j0 + nk) and the tile description that finishes
@@ -1053,7 +990,7 @@ static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
   unsigned char *w = scratch;
   struct ab__attn_tile t;
   struct block bl;
-  int64_t kvh, kvlen, i, j0;
+  int64_t kvh, kvlen, i, j0, k;
 
   kvh = piece_block(c, piece, &bl);
   bl.mp = round_up(bl.m, AB__ATTN_ROW_PAD);
@@ -1107,7 +1044,18 @@ static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
                 bl.s, bl.mp, nk, s->Dv, bl.m);
   }
 
-  write_out(c, &bl);
+  /* Outputs: normalise, lse = max + log(sum); fully masked rows (sum 0)
+   * give 0 and -inf. */
+  for (i = 0; i < bl.m; i++) {
+    int64_t h = row_head(&bl, i), r = row_pos(&bl, i);
+    float l = bl.l[i], inv = l > 0.0f ? 1.0f / l : 0.0f;
+    float *o = c->out + bl.b * c->ost[0] + h * c->ost[1] + r * c->ost[2];
+    for (k = 0; k < s->Dv; k++)
+      o[k] = bl.ot[k * bl.mp + i] * inv;
+    if (c->lse)
+      c->lse[(bl.b * s->Hq + h) * s->Nq + r] =
+          l > 0.0f ? bl.mx[i] + logf(l) : -INFINITY;
+  }
 
   /* Pass 2 (only for weights): the same scores again, now normalised with
    * the final max and sum. */
