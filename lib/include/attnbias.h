@@ -363,7 +363,10 @@ enum ab_layout {
  * same shape.  out may equal x->data when x is contiguous float32; any
  * other overlap is INVALID_ARG.  The sequence axis has length n and
  * positions are [n_axes, n].  is_key selects xPos's decay direction (k is
- * scaled by zeta^-p).  Channels past rotary_dim are copied through.  Builds
+ * scaled by zeta^-p; uncentred, so beyond |p| ~ 36k * scale_base / 512 one
+ * side overflows float32: pass positions relative to a common point, which
+ * ab_attention's rope does itself).  Channels past rotary_dim are copied
+ * through.  Builds
  * the job below and runs it on the calling thread: allocates the job, its
  * cos/sin table [n, rotary_dim] and scratch; frees them before returning. */
 AB_API enum ab_status ab_rope_apply(const struct ab_rope_params *p,

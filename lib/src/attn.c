@@ -467,6 +467,46 @@ static int64_t *default_positions(int axes, int64_t n, int64_t pos0)
   return pos;
 }
 
+/* Positions less the middle of their range, in arrays of our own (the
+ * caller's are copied).  The differences are computed modulo 2^64, so
+ * even a range spanning all of int64 is defined. */
+static enum ab_status centre_positions(int axes, int64_t nq, int64_t nk,
+                                       const int64_t **qpos,
+                                       int64_t **qpos_own,
+                                       const int64_t **kpos,
+                                       int64_t **kpos_own)
+{
+  const int64_t n[2] = {(int64_t)axes * nq, (int64_t)axes * nk};
+  const int64_t **pos[2] = {qpos, kpos};
+  int64_t **own[2] = {qpos_own, kpos_own};
+  int64_t mn = INT64_MAX, mx = INT64_MIN, mid, t;
+  int side;
+
+  for (side = 0; side < 2; side++)
+    for (t = 0; t < n[side]; t++) {
+      mn = ab__min64(mn, (*pos[side])[t]);
+      mx = ab__max64(mx, (*pos[side])[t]);
+    }
+  if (mn > mx)
+    return AB_STATUS_OK; /* no positions at all */
+  mid = (int64_t)((uint64_t)mn + ((uint64_t)mx - (uint64_t)mn) / 2);
+  for (side = 0; side < 2; side++) {
+    int64_t *dst = *own[side];
+    if (!dst) {
+      dst = ab__malloc((size_t)n[side] * sizeof *dst + 1);
+      if (!dst)
+        return ab__fail(AB_STATUS_NO_MEMORY, "rope",
+                        "cannot allocate the centred xpos positions");
+      memcpy(dst, *pos[side], (size_t)n[side] * sizeof *dst);
+      *own[side] = dst;
+    }
+    for (t = 0; t < n[side]; t++)
+      dst[t] = (int64_t)((uint64_t)dst[t] - (uint64_t)mid);
+    *pos[side] = dst;
+  }
+  return AB_STATUS_OK;
+}
+
 /* Rotate q and k (float32 copies in their own shapes and layout). */
 static enum ab_status apply_rope(struct attn_ctx *c,
                                  const struct ab_attn_params *p)
@@ -499,6 +539,16 @@ static enum ab_status apply_rope(struct attn_ctx *c,
     for (t = 0; t < (int64_t)axes * s->Nk; t++)
       mx = ab__max64(mx, kpos[t]);
     seq_len = mx < INT64_MAX ? mx + 1 : INT64_MAX;
+  }
+  if (p->rope->rope_type == AB_ROPE_XPOS) {
+    /* xPos scales q by zeta^(p/scale_base) and k by zeta^(-p/scale_base):
+     * at |p| beyond ~36k one overflows float32 and the other underflows
+     * (inf * 0).  Only the distances reach the logits, so both sides are
+     * taken relative to the middle of their positions (methods.md §10:
+     * centring cancels in q.k; rotations are relative as well). */
+    if ((st = centre_positions(axes, s->Nq, s->Nk, &qpos, &qpos_own, &kpos,
+                               &kpos_own)) != AB_STATUS_OK)
+      goto done;
   }
   if ((st = ab_rope_apply(p->rope, seq_len, p->q, p->layout, qpos, 0,
                           c->q_own)) != AB_STATUS_OK ||

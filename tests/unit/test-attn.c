@@ -1232,8 +1232,12 @@ TEST(attn_flops_visible_part)
 /* ab_rope_apply by hand on q and k (positions q_offset + r and j), then the
  * float64 reference on the rotated values, against rope inside attention.
  * type 0: default, 1: xPos (k decays the other way), 2: dynamic NTK, whose
- * frequencies depend on the default rope_seq_len (max position + 1). */
-static int rope_case(int layout, int type, int64_t q_offset, int explicit_pos)
+ * frequencies depend on the default rope_seq_len (max position + 1).
+ * With explicit positions, attention is given them plus `shift` while the
+ * reference rotates the unshifted ones: logits depend on distances only
+ * (types 0 and 1), even where xPos's factors alone overflow float32. */
+static int rope_case_shift(int layout, int type, int64_t q_offset,
+                           int explicit_pos, int64_t shift)
 {
   enum { B = 2, HQ = 4, HKV = 2, NQ = 7, NK = 23, D = 16 };
   struct prob P = {B, HQ, HKV, NQ, NK, D, D, NULL, NULL, NULL};
@@ -1241,7 +1245,7 @@ static int rope_case(int layout, int type, int64_t q_offset, int explicit_pos)
   struct ab_rope_params rp;
   struct ab_attn_params p;
   struct ref_opts o;
-  int64_t qpos[NQ], kpos[NK], i, seq_len;
+  int64_t qpos[NQ], kpos[NK], qpos_s[NQ], kpos_s[NK], i, seq_len;
   float *rq = malloc(sizeof(float) * B * HQ * NQ * D);
   float *rk = malloc(sizeof(float) * B * HKV * NK * D);
   float out[B * HQ * NQ * D], canon[B * HQ * NQ * D];
@@ -1299,8 +1303,12 @@ static int rope_case(int layout, int type, int64_t q_offset, int explicit_pos)
   p.q_offset = o.q_offset = q_offset;
   p.rope = &rp;
   if (explicit_pos) {
-    p.q_positions = qpos;
-    p.k_positions = kpos;
+    for (i = 0; i < NQ; i++)
+      qpos_s[i] = qpos[i] + shift;
+    for (i = 0; i < NK; i++)
+      kpos_s[i] = kpos[i] + shift;
+    p.q_positions = qpos_s;
+    p.k_positions = kpos_s;
   }
   p.out = out;
   ref_attention(&P, &o, want, NULL, NULL);
@@ -1312,14 +1320,21 @@ static int rope_case(int layout, int type, int64_t q_offset, int explicit_pos)
     out_canon(out, layout, B, HQ, NQ, D, canon);
     if (!test_array_close(__FILE__, __LINE__, "out", canon, want,
                           B * HQ * NQ * D, RTOL, ATOL)) {
-      fprintf(stderr, "  layout %d type %d q_offset %lld explicit %d\n",
-              layout, type, (long long)q_offset, explicit_pos);
+      fprintf(stderr,
+              "  layout %d type %d q_offset %lld explicit %d shift %lld\n",
+              layout, type, (long long)q_offset, explicit_pos,
+              (long long)shift);
       bad = 1;
     }
   }
   free(rq), free(rk), free(P.q), free(P.k), free(P.v);
   free(tq.mem), free(tk.mem), free(tv.mem);
   return bad;
+}
+
+static int rope_case(int layout, int type, int64_t q_offset, int explicit_pos)
+{
+  return rope_case_shift(layout, type, q_offset, explicit_pos, 0);
 }
 
 TEST(attn_rope_inside_vs_by_hand)
@@ -1332,6 +1347,23 @@ TEST(attn_rope_inside_vs_by_hand)
         rope_case(layout, 2, 16, 0) || rope_case(layout, 2, 5, 1))
       return 1;
   }
+  return 0;
+}
+
+TEST(attn_xpos_far_positions)
+{
+  /* At |p| > ~36k zeta^(p/512) alone overflows float32 (methods.md §10:
+   * centring is for range only); attention must still see the logits of
+   * the distances.  Plain RoPE alike. */
+  static const int64_t shifts[] = {40000, 1000000, -1000000, 123456789};
+  size_t i;
+  int layout;
+
+  for (i = 0; i < sizeof shifts / sizeof shifts[0]; i++)
+    for (layout = 0; layout < 2; layout++)
+      if (rope_case_shift(layout, 1, 0, 1, shifts[i]) ||
+          rope_case_shift(layout, 0, 0, 1, shifts[i]))
+        return 1;
   return 0;
 }
 
