@@ -247,6 +247,25 @@ static int is_float_dtype(int32_t d)
          d == AB_DTYPE_BF16;
 }
 
+/* d rounded to float32 towards zero, the lowest bit set when inexact
+ * ("round to odd"): rounding that to float16 or bfloat16 (13 and 16 bits
+ * fewer) to nearest even gives the same as rounding d directly, where
+ * rounding d to nearest float32 first could create a false tie. */
+static float f64_to_f32_odd(double d)
+{
+  float f = (float)d;
+  uint32_t bits;
+
+  if (isnan(d) || (double)f == d)
+    return f;
+  if (fabs((double)f) > fabs(d))
+    f = nextafterf(f, 0.0f);
+  memcpy(&bits, &f, 4);
+  bits |= 1;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
 enum ab_status ab_convert(void *dst, enum ab_dtype dst_dtype, const void *src,
                           enum ab_dtype src_dtype, int64_t n)
 {
@@ -278,7 +297,9 @@ enum ab_status ab_convert(void *dst, enum ab_dtype dst_dtype, const void *src,
     return AB_STATUS_OK;
   }
   for (i = 0; i < n; i++) {
-    float f = ab__load_f32(src, (int32_t)src_dtype, i);
+    float f = src_dtype == AB_DTYPE_F64 && dst_dtype != AB_DTYPE_F32
+                  ? f64_to_f32_odd(((const double *)src)[i])
+                  : ab__load_f32(src, (int32_t)src_dtype, i);
     switch (dst_dtype) {
     case AB_DTYPE_F32: ((float *)dst)[i] = f; break;
     case AB_DTYPE_F64: ((double *)dst)[i] = (double)f; break;

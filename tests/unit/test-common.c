@@ -101,6 +101,84 @@ TEST(convert_between_dtypes)
   return 0;
 }
 
+/* Value of a float16 (bf16 = 0) or bfloat16 (bf16 = 1) bit pattern of
+ * positive sign, decoded here by its definition; the infinity pattern
+ * stands for the next value past the largest finite one (where rounding
+ * to nearest goes to infinity). */
+static double half_value(uint32_t h, int bf16)
+{
+  const uint32_t e = bf16 ? h >> 7 : h >> 10, m = bf16 ? h & 0x7f : h & 0x3ff;
+  const int fb = bf16 ? 7 : 10, bias = bf16 ? 127 : 15;
+
+  if (e == 0)
+    return ldexp((double)m, 1 - bias - fb);
+  return ldexp((double)((1u << fb) + m), (int)e - bias - fb);
+}
+
+/* d rounded to nearest-even float16/bfloat16 bits, by a binary search of
+ * the ordered positive patterns. */
+static uint16_t half_round(double d, int bf16)
+{
+  const uint32_t inf = bf16 ? 0x7f80 : 0x7c00, sign = 0x8000;
+  uint32_t lo = 0, hi = inf, h;
+  double a = fabs(d), vl, vh;
+
+  if (isnan(d))
+    return 0;
+  while (hi - lo > 1) { /* val(lo) <= a < val(hi) */
+    uint32_t mid = (lo + hi) / 2;
+    if (half_value(mid, bf16) <= a)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  if (a >= half_value(inf, bf16))
+    lo = hi = inf;
+  vl = half_value(lo, bf16), vh = half_value(hi, bf16);
+  h = a - vl < vh - a ? lo : a - vl > vh - a ? hi : (lo & 1) ? hi : lo;
+  return (uint16_t)(h | (signbit(d) ? sign : 0));
+}
+
+TEST(convert_f64_rounds_once)
+{
+  /* Rounding to float32 first makes these ties (and rounds them to even);
+   * their own nearest float16 / bfloat16 is the one above. */
+  double d[2] = {1.0 + 0x1p-11 + 0x1p-40, 1.0 + 0x1p-8 + 0x1p-30};
+  uint16_t h, b;
+  uint64_t x = 0x2545f4914f6cdd1dull;
+  int i, bf;
+
+  CHECK_OK(ab_convert(&h, AB_DTYPE_F16, &d[0], AB_DTYPE_F64, 1));
+  CHECK_EQ_I64(h, 0x3c01);
+  CHECK_OK(ab_convert(&b, AB_DTYPE_BF16, &d[1], AB_DTYPE_F64, 1));
+  CHECK_EQ_I64(b, 0x3f81);
+  /* Near every kind of midpoint (normal, subnormal, overflow) and plain
+   * random values, against the reference above. */
+  for (i = 0; i < 200000; i++)
+    for (bf = 0; bf < 2; bf++) {
+      uint32_t top = bf ? 0x7f80 : 0x7c00, p;
+      double v, mid;
+      uint16_t got;
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      p = (uint32_t)(x % top);
+      mid = (half_value(p, bf) + half_value(p + 1, bf)) / 2;
+      switch (i % 4) {
+      case 0: v = mid; break;
+      case 1: v = mid * (1.0 + ldexp((double)(x >> 60) - 8.0, -45)); break;
+      case 2: v = half_value(p, bf) * (1.0 + ldexp((double)(x >> 40 & 0xffff), -17)); break;
+      default: v = ldexp((double)(x >> 11), (int)(x % 64) - 90); break;
+      }
+      if (x >> 63)
+        v = -v;
+      CHECK_OK(ab_convert(&got, bf ? AB_DTYPE_BF16 : AB_DTYPE_F16, &v,
+                          AB_DTYPE_F64, 1));
+      if (got != half_round(v, bf))
+        FAIL_AT("%s of %.17g: 0x%04x, want 0x%04x", bf ? "bf16" : "f16", v,
+                got, half_round(v, bf));
+    }
+  return 0;
+}
+
 TEST(isa_name_known)
 {
   const char *isa = ab_isa_name();
