@@ -506,6 +506,21 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
     srv_metrics_reject(SRV_REJECT_BODY_TOO_LARGE);
     return send_error(rq, conn, &err);
   }
+  if (!(route->flags & SRV_ROUTE_BODY) && has_body) {
+    /* Refused before it is read: a body nobody reads would still be held
+     * (outside --max-queue, which counts only computing routes). */
+    if (length)
+      srv_fail(&err, 400, NULL,
+               "%s %s takes no request body; this one declares %llu bytes "
+               "(Content-Length)",
+               route->method, route->path, length);
+    else
+      srv_fail(&err, 400, NULL,
+               "%s %s takes no request body; this one is chunked "
+               "(Transfer-Encoding)",
+               route->method, route->path);
+    return send_error(rq, conn, &err);
+  }
   if ((route->flags & SRV_ROUTE_BODY) && admit(rq) != 0) {
     srv_fail(&err, 503, NULL,
              "the work queue is full (%d requests admitted, --max-queue); "

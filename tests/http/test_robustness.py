@@ -864,6 +864,42 @@ def test_odd_methods_urls_headers_and_framing(server):
     wait_idle(server)
 
 
+def test_bodies_on_bodiless_routes_are_refused_unread(start):
+    """A GET route holds no body: one declared (or chunked) gets a 400
+    naming it before any byte of it is read, and the connection closes;
+    the server does not hold it (a body nobody reads would sit outside
+    --max-queue, which counts computing requests)."""
+    srv = start("--max-queue", "2")
+    rss0 = proc_status(srv, "VmRSS")
+    socks = []
+    try:
+        for path in ("/healthz", "/readyz", "/metrics", "/v1/methods") * 2:
+            s = srv.connect()
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n"
+                      % (path.encode(), 100 << 20) + b"x" * (1 << 20))
+            socks.append((path, s))
+        for path, s in socks:
+            st, headers, body, _ = read_response(s)
+            assert st == 400, (path, st, body[:200])
+            assert headers.get("connection", "").lower() == "close", headers
+            p = json.loads(body)
+            assert "takes no request body" in p["detail"], p
+            assert "104857600" in p["detail"] and "Content-Length" in p["detail"], p
+    finally:
+        for _, s in socks:
+            s.close()
+    if not instrumented(srv):
+        rss = proc_status(srv, "VmRSS")
+        assert rss - rss0 < 64 << 10, (rss0, rss)
+    out = srv.raw(b"GET /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"2\r\n{}\r\n0\r\n\r\n")
+    assert raw_status(out) == 400 and b"chunked" in out, out[:300]
+    # An empty body (curl -X GET -d '') is no body.
+    out = srv.raw(b"GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n"
+                  b"Connection: close\r\n\r\n")
+    assert raw_status(out) == 200, out[:300]
+
+
 def test_many_concurrent_hostile_connections(server):
     """150 connections at once, each doing something different and wrong
     (or right): every complete request is answered, every incomplete one is
