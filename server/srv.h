@@ -284,6 +284,11 @@ int srv_codec_problem(const struct srv_err *e, struct srv_buf *out);
  * Writes at most 24 bytes, no terminator; returns the length. */
 size_t srv_codec_fmt_f32(char *buf, float v);
 
+/* Longest JSON text of one element and its comma: float32 (float16 and
+ * bfloat16 are written as float32 text), float64.  Budgets count them. */
+#define SRV_JSON_TXT_F32 16 /* "-1.17549435e-38," */
+#define SRV_JSON_TXT_F64 25 /* "-2.2250738585072014e-308," */
+
 /* PNG heatmap of a [rows, cols] float32 matrix (-inf cells drawn in a
  * distinct colour) with a legend; appends the PNG bytes to out. */
 int srv_codec_png_heatmap(const float *data, int64_t rows, int64_t cols,

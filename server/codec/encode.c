@@ -12,10 +12,10 @@
  * to amortise the check, small enough that a response close to the
  * ceiling is not refused for the worst case of the whole tensor. */
 #define EMIT_CHUNK 4096
-/* Longest text of one float32/float16 element plus its comma. */
-#define F32_MAX_TXT 16
-/* Longest text of one float64 element ("-2.2250738585072014e-308,"). */
-#define F64_MAX_TXT 32
+/* Longest text of one float32/float16 element plus its comma, and of a
+ * float64 one (srv.h). */
+#define F32_MAX_TXT SRV_JSON_TXT_F32
+#define F64_MAX_TXT SRV_JSON_TXT_F64
 /* Tensor data from this size up is sent from where it lies rather than
  * copied into the response buffer (when the sender allows it): below it a
  * copy is cheaper than the separate write it would otherwise take. */

@@ -12,16 +12,21 @@
 int srv_check_budget(struct srv_call *c, double out_bytes, double flops,
                      struct srv_err *err)
 {
-  (void)c;
   /* A non-positive cap means "no cap".  The comparisons are written so that
    * a NaN estimate (it cannot happen, but sizes come from requests) is
    * refused rather than waved through. */
   if (srv_cfg.max_output_mb > 0 &&
       !(out_bytes <= srv_cfg.max_output_mb * MIB)) {
+    const int text = c->fmt == SRV_FMT_JSON && !c->b64;
     srv_fail(err, 413, NULL,
-             "the result would take %.4g MiB, more than this server's "
+             "the result would take %.4g MiB%s, more than this server's "
              "--max-output-mb %g",
-             out_bytes / MIB, srv_cfg.max_output_mb);
+             out_bytes / MIB,
+             text ? " as JSON text (up to 16 bytes a number; \"encoding\": "
+                    "\"b64\" or a binary Accept such as "
+                    "application/vnd.safetensors take 4)"
+                  : "",
+             srv_cfg.max_output_mb);
     return -1;
   }
   if (srv_cfg.max_gflop > 0 && !(flops <= srv_cfg.max_gflop * 1e9)) {

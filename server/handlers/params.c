@@ -849,9 +849,23 @@ const struct srv_ptable srv_ptab_output =
 
 double srv_out_bytes(const struct srv_call *c, double numel)
 {
-  size_t sz = ab_dtype_size((enum ab_dtype)c->out_dtype);
+  const int dt = c->out_dtype;
+  size_t sz = ab_dtype_size((enum ab_dtype)dt);
+  double sent;
 
-  return numel * (double)(sz ? sz : 4);
+  if (!sz)
+    sz = 4;
+  if (c->fmt != SRV_FMT_JSON)
+    sent = numel * (double)sz;
+  else if (c->b64)
+    sent = ceil(numel * (double)sz / 3.0) * 4.0;
+  else
+    sent = numel * (dt == AB_DTYPE_F64 ? SRV_JSON_TXT_F64 : SRV_JSON_TXT_F32);
+  /* The library computes float32; only a float32 binary answer is sent
+   * from those very bytes. */
+  if (c->fmt == SRV_FMT_JSON || dt != AB_DTYPE_F32)
+    sent += 4.0 * numel;
+  return sent;
 }
 
 double srv_numel_d(const struct ab_tensor *t)

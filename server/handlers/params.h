@@ -187,8 +187,11 @@ json_t *srv_params_catalog_list(const struct srv_ptable *const *tables,
  * shared by the handlers
  * ====================================================================== */
 
-/* Bytes of `numel` elements of a float output at the request's output
- * dtype (budgets are decided at that size). */
+/* Bytes the server holds for a float output of `numel` elements: as the
+ * response carries it (binary at the output dtype, base64, or JSON text at
+ * its longest per number) plus the float32 results it is converted from
+ * when they are not sent as they are.  Budgets (--max-output-mb) are
+ * decided at that size. */
 double srv_out_bytes(const struct srv_call *c, double numel);
 
 /* srv_fail_lib for a library status, with the field pointer rewritten from

@@ -31,7 +31,13 @@ void srv_call_init(struct srv_call *c, const struct srv_route *route)
   srv_arena_init(&c->arena, 0);
   srv_buf_init(&c->custom, 0);
   srv_buf_init(&c->ignored, 0);
-  srv_buf_init(&c->resp_body, 0);
+  /* Budgets are checked before computing (srv_check_budget) with the
+   * response's largest size; this bound only backs them up, with room for
+   * the JSON around the tensors. */
+  srv_buf_init(&c->resp_body,
+               srv_cfg.max_output_mb > 0
+                   ? (size_t)(srv_cfg.max_output_mb * 1048576.0) + (1u << 20)
+                   : 0);
   c->out_dtype = AB_DTYPE_F32;
   /* mhd.c sends resp_body followed by the segments, and keeps the call
    * (its arena and body) alive until they are sent. */

@@ -1490,11 +1490,24 @@ def test_budgets_are_413_before_allocating(server, start):
         r = call(small, route, params, tensors, "b64")
         assert r.status == 413, "%s %s: %d %s" % (route, params, r.status, r.body[:200])
         assert "max-" in r.problem["detail"], r.problem
-    # output_dtype counts: 400x400 float64 weights are over 1 MiB, float16 not.
+    # output_dtype counts, with the float32 results converted from: 400x400
+    # weights in float64 are 8 + 4 bytes a number, over 1 MiB; in float16
+    # 2 + 4, under it.
     t = dict(zip("qkv", _qkv(17, B=1, Hq=1, Hkv=1, Nq=400, Nk=400, D=1, Dv=1)))
-    ok(call(small, "/v1/attention", {"return": ["weights"], "output_dtype": "float16"}, t, "b64"))
-    r = call(small, "/v1/attention", {"return": ["weights"], "output_dtype": "float64"}, t, "b64")
+    ok(call(small, "/v1/attention", {"return": ["weights"], "output_dtype": "float16"}, t, "b64",
+            resp="safetensors"))
+    r = call(small, "/v1/attention", {"return": ["weights"], "output_dtype": "float64"}, t, "b64",
+             resp="safetensors")
     assert r.status == 413, r.status
+    # So does the response's form: 2 x 200 x 200 float32 numbers are 0.31 MiB
+    # binary, 0.71 MiB in base64 (with the float32 results), but up to
+    # 1.5 MiB as JSON text -- refused before computing, saying so.
+    bias = {"method": "alibi", "num_heads": 2, "q_len": 200, "k_len": 200}
+    ok(call(small, "/v1/bias", bias, resp="safetensors"))
+    ok(call(small, "/v1/bias", bias, resp="b64"))
+    r = call(small, "/v1/bias", bias)
+    assert r.status == 413, r.status
+    assert "as JSON text" in r.problem["detail"] and "b64" in r.problem["detail"], r.problem
 
 
 def test_ignored_fields_are_listed(server):
