@@ -276,6 +276,17 @@ int srv_codec_number(const json_t *j, double *out);
  * exactly one output or c->pick, and no bfloat16 (406). */
 int srv_codec_encode(struct srv_call *c, struct srv_err *err);
 
+/* Compact JSON text of a request value for an error message, cut to fit
+ * `size` (then ending "...").  Values the pre-scan lifted out of the text
+ * (rows of numbers, base64 strings) are shown as the client sent them,
+ * never as the codec's placeholders. */
+void srv_codec_show(const struct srv_call *c, const json_t *v, char *buf,
+                    size_t size);
+/* Whether v is the placeholder of a value the pre-scan lifted out (a JSON
+ * string to jansson; really an array of numbers or a base64 string):
+ * parameter checks must not take it for a string. */
+int srv_codec_lifted(const struct srv_call *c, const json_t *v);
+
 /* Write the problem+json body of e into out. */
 int srv_codec_problem(const struct srv_err *e, struct srv_buf *out);
 

@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ======================================================================
@@ -704,4 +705,113 @@ const struct srv_codec_span *srv_codec__span_str(const struct srv_call *c,
 {
   const struct srv_codec_span *sp = span_any(c, j);
   return sp && !sp->v ? sp : NULL;
+}
+
+/* ---- values in messages ------------------------------------------------ */
+
+struct show_out {
+  char *p;
+  size_t left; /* bytes left before the terminator */
+  int cut;
+};
+
+static void show_put(struct show_out *o, const char *s, size_t n)
+{
+  if (o->cut)
+    return;
+  if (n > o->left) {
+    n = o->left;
+    o->cut = 1;
+  }
+  memcpy(o->p, s, n);
+  o->p += n;
+  o->left -= n;
+}
+
+static void show_value(const struct srv_call *c, const json_t *v,
+                       struct show_out *o, int depth)
+{
+  const struct srv_codec_span *sp = span_any(c, v);
+  char num[40];
+  size_t i;
+
+  if (o->cut)
+    return;
+  if (sp && sp->v) { /* a lifted row or "data": its numbers */
+    show_put(o, "[", 1);
+    for (i = 0; i < (size_t)sp->n && !o->cut; i++) {
+      if (i)
+        show_put(o, ",", 1);
+      show_put(o, num, srv_codec__fmt_f64(num, sp->v[i]));
+    }
+    show_put(o, "]", 1);
+  } else if (sp) { /* a lifted base64 string */
+    show_put(o, "\"", 1);
+    show_put(o, sp->text, sp->len);
+    show_put(o, "\"", 1);
+  } else if (json_is_array(v) && depth < 8) {
+    show_put(o, "[", 1);
+    for (i = 0; i < json_array_size(v) && !o->cut; i++) {
+      if (i)
+        show_put(o, ",", 1);
+      show_value(c, json_array_get(v, i), o, depth + 1);
+    }
+    show_put(o, "]", 1);
+  } else if (json_is_object(v) && depth < 8) {
+    const char *key;
+    json_t *m;
+    int first = 1;
+    show_put(o, "{", 1);
+    json_object_foreach((json_t *)v, key, m) {
+      json_t *ks = json_string(key);
+      char *kt = ks ? json_dumps(ks, JSON_ENCODE_ANY) : NULL;
+      if (!first)
+        show_put(o, ",", 1);
+      first = 0;
+      show_put(o, kt ? kt : "\"?\"", kt ? strlen(kt) : 3);
+      show_put(o, ":", 1);
+      free(kt);
+      json_decref(ks);
+      show_value(c, m, o, depth + 1);
+      if (o->cut)
+        break;
+    }
+    show_put(o, "}", 1);
+  } else {
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (s) {
+      show_put(o, s, strlen(s));
+      free(s);
+    } else {
+      show_put(o, "...", 3);
+    }
+  }
+}
+
+void srv_codec_show(const struct srv_call *c, const json_t *v, char *buf,
+                    size_t size)
+{
+  struct show_out o;
+
+  if (size < 8) {
+    if (size)
+      buf[0] = '\0';
+    return;
+  }
+  if (!v) {
+    snprintf(buf, size, "nothing");
+    return;
+  }
+  o.p = buf;
+  o.left = size - 4; /* room for "..." and the terminator */
+  o.cut = 0;
+  show_value(c, v, &o, 0);
+  if (o.cut)
+    memcpy(o.p, "...", 3), o.p += 3;
+  *o.p = '\0';
+}
+
+int srv_codec_lifted(const struct srv_call *c, const json_t *v)
+{
+  return span_any(c, v) != NULL;
 }

@@ -190,6 +190,11 @@ static int fill_rec(const struct srv_call *c, const json_t *j, int d,
     }
     if (srv_codec_number(e, &v) != 0) {
       elem_pointer(s, d + 1, ptr);
+      if (srv_codec_lifted(c, e))
+        return srv_fail(err, 400, ptr,
+                        "%s is an array, expected a number (the tensor's "
+                        "rows must all be as deep)",
+                        ptr);
       if (json_is_string(e))
         return srv_fail(err, 400, ptr,
                         "%s is the string \"%.40s\", expected a number (or "

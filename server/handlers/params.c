@@ -169,20 +169,18 @@ void srv_params_unused_bin(const struct srv_pctx *pc)
 
 /* ==== value formatting for messages ===================================== */
 
-/* Compact JSON of a value, cut to fit a message. */
-static void show(const json_t *v, char *buf, size_t size)
+/* Compact JSON of a value, cut to fit a message (lifted rows shown as
+ * sent: srv_codec_show). */
+static void show(const struct srv_call *c, const json_t *v, char *buf,
+                 size_t size)
 {
-  char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+  srv_codec_show(c, v, buf, size);
+}
 
-  if (!s) {
-    snprintf(buf, size, "%s", v ? "(value)" : "nothing");
-    return;
-  }
-  if (strlen(s) >= size && size > 4)
-    snprintf(buf, size, "%.*s...", (int)(size - 4), s);
-  else
-    snprintf(buf, size, "%s", s);
-  free(s);
+/* A JSON string the client sent (not a lifted row's placeholder). */
+static int is_str(const struct srv_call *c, const json_t *v)
+{
+  return json_is_string(v) && !srv_codec_lifted(c, v);
 }
 
 static const char *type_name(enum srv_ptype t)
@@ -256,13 +254,13 @@ static int json_int(const json_t *v, int64_t *out)
   return -1;
 }
 
-static int type_error(const struct srv_param *p, const json_t *v,
-                      const char *ptr, struct srv_err *err)
+static int type_error(const struct srv_call *c, const struct srv_param *p,
+                      const json_t *v, const char *ptr, struct srv_err *err)
 {
   char val[96];
   const char *tn = type_name(p->type);
 
-  show(v, val, sizeof val);
+  show(c, v, val, sizeof val);
   /* "an integer", "a number", "an array of strings", ... */
   return srv_fail(err, 400, ptr, "%s must be %s %s, got %s", p->name,
                   strchr("aeiou", tn[0]) ? "an" : "a", tn, val);
@@ -277,17 +275,23 @@ static const struct srv_choice *find_choice(const struct srv_choice *ch,
   return NULL;
 }
 
-static int parse_enum_value(const struct srv_param *p, const json_t *v,
+static int parse_enum_value(const struct srv_call *c,
+                            const struct srv_param *p, const json_t *v,
                             const char *ptr, int *out, struct srv_err *err)
 {
   const struct srv_choice *ch;
   char val[96], list[256];
 
-  if (!json_is_string(v))
-    return type_error(p, v, ptr, err);
+  if (!is_str(c, v)) {
+    if (p->type != SRV_PT_ENUMS)
+      return type_error(c, p, v, ptr, err);
+    show(c, v, val, sizeof val); /* one element of the array */
+    return srv_fail(err, 400, ptr, "%s: each element must be a string, got %s",
+                    p->name, val);
+  }
   ch = find_choice(p->choices, json_string_value(v));
   if (!ch) {
-    show(v, val, sizeof val);
+    show(c, v, val, sizeof val);
     choices_list(p->choices, list, sizeof list);
     return srv_fail(err, 400, ptr, "%s must be one of %s, got %s", p->name,
                     list, val);
@@ -297,8 +301,9 @@ static int parse_enum_value(const struct srv_param *p, const json_t *v,
 }
 
 /* Validate (and store, unless NOSTORE) one present, non-null member. */
-static int parse_value(const struct srv_param *p, const json_t *v,
-                       const char *ptr, void *dst, struct srv_err *err)
+static int parse_value(const struct srv_call *c, const struct srv_param *p,
+                       const json_t *v, const char *ptr, void *dst,
+                       struct srv_err *err)
 {
   char *field = (char *)dst + p->off;
   int store = !(p->flags & SRV_PF_NOSTORE) && dst;
@@ -308,7 +313,7 @@ static int parse_value(const struct srv_param *p, const json_t *v,
   case SRV_PT_INT: {
     int64_t x;
     if (json_int(v, &x) != 0)
-      return type_error(p, v, ptr, err);
+      return type_error(c, p, v, ptr, err);
     if (check_range(p, (double)x, ptr, NULL, err) != 0)
       return -1;
     if (store)
@@ -317,12 +322,12 @@ static int parse_value(const struct srv_param *p, const json_t *v,
   }
   case SRV_PT_NUM: {
     double x;
-    if (!json_is_number(v) && !json_is_string(v))
-      return type_error(p, v, ptr, err);
+    if (!json_is_number(v) && !is_str(c, v))
+      return type_error(c, p, v, ptr, err);
     if (srv_codec_number(v, &x) != 0)
-      return type_error(p, v, ptr, err);
+      return type_error(c, p, v, ptr, err);
     if (!isfinite(x)) {
-      show(v, val, sizeof val);
+      show(c, v, val, sizeof val);
       return srv_fail(err, 400, ptr, "%s must be a finite number, got %s",
                       p->name, val);
     }
@@ -337,7 +342,7 @@ static int parse_value(const struct srv_param *p, const json_t *v,
   case SRV_PT_BOOL: {
     int x;
     if (!json_is_boolean(v))
-      return type_error(p, v, ptr, err);
+      return type_error(c, p, v, ptr, err);
     x = json_is_true(v);
     if (store)
       memcpy(field, &x, sizeof x);
@@ -345,7 +350,7 @@ static int parse_value(const struct srv_param *p, const json_t *v,
   }
   case SRV_PT_ENUM: {
     int x;
-    if (parse_enum_value(p, v, ptr, &x, err) != 0)
+    if (parse_enum_value(c, p, v, ptr, &x, err) != 0)
       return -1;
     if (store)
       memcpy(field, &x, sizeof x);
@@ -353,8 +358,8 @@ static int parse_value(const struct srv_param *p, const json_t *v,
   }
   case SRV_PT_STR: {
     const char *x;
-    if (!json_is_string(v))
-      return type_error(p, v, ptr, err);
+    if (!is_str(c, v))
+      return type_error(c, p, v, ptr, err);
     x = json_string_value(v);
     if (store)
       memcpy(field, &x, sizeof x);
@@ -365,7 +370,7 @@ static int parse_value(const struct srv_param *p, const json_t *v,
     size_t i;
     char eptr[256];
     if (!json_is_array(v) || json_array_size(v) == 0) {
-      show(v, val, sizeof val);
+      show(c, v, val, sizeof val);
       return srv_fail(err, 400, ptr,
                       "%s must be a non-empty array of strings, got %s",
                       p->name, val);
@@ -376,7 +381,7 @@ static int parse_value(const struct srv_param *p, const json_t *v,
       snprintf(eptr, sizeof eptr, "%s", ptr);
       snprintf(idx, sizeof idx, "%zu", i);
       ptr_add(eptr, sizeof eptr, idx);
-      if (parse_enum_value(p, json_array_get(v, i), eptr, &x, err) != 0)
+      if (parse_enum_value(c, p, json_array_get(v, i), eptr, &x, err) != 0)
         return -1;
       mask |= 1u << x;
     }
@@ -388,7 +393,7 @@ static int parse_value(const struct srv_param *p, const json_t *v,
     size_t i;
     char eptr[256], what[96];
     if (!json_is_array(v)) {
-      show(v, val, sizeof val);
+      show(c, v, val, sizeof val);
       return srv_fail(err, 400, ptr, "%s must be an array of integers, got %s",
                       p->name, val);
     }
@@ -400,7 +405,7 @@ static int parse_value(const struct srv_param *p, const json_t *v,
       snprintf(idx, sizeof idx, "%zu", i);
       ptr_add(eptr, sizeof eptr, idx);
       if (json_int(e, &x) != 0) {
-        show(e, val, sizeof val);
+        show(c, e, val, sizeof val);
         return srv_fail(err, 400, eptr, "%s[%zu] must be an integer, got %s",
                         p->name, i, val);
       }
@@ -423,7 +428,7 @@ static int parse_value(const struct srv_param *p, const json_t *v,
                         "%s as a count must be >= 1, got %lld", p->name,
                         (long long)x);
     } else {
-      show(v, val, sizeof val);
+      show(c, v, val, sizeof val);
       return srv_fail(err, 400, ptr,
                       "%s must be a count n or a list of positions, got %s",
                       p->name, val);
@@ -434,14 +439,14 @@ static int parse_value(const struct srv_param *p, const json_t *v,
   }
   case SRV_PT_OBJECT:
     if (!json_is_object(v))
-      return type_error(p, v, ptr, err);
+      return type_error(c, p, v, ptr, err);
     if (store)
       memcpy(field, &v, sizeof v);
     return 0;
   case SRV_PT_LAYERS: {
     size_t i;
     if (!json_is_array(v) || json_array_size(v) == 0) {
-      show(v, val, sizeof val);
+      show(c, v, val, sizeof val);
       return srv_fail(err, 400, ptr,
                       "%s must be a non-empty array of objects, got %s",
                       p->name, val);
@@ -452,7 +457,7 @@ static int parse_value(const struct srv_param *p, const json_t *v,
         snprintf(eptr, sizeof eptr, "%s", ptr);
         snprintf(idx, sizeof idx, "%zu", i);
         ptr_add(eptr, sizeof eptr, idx);
-        show(json_array_get(v, i), val, sizeof val);
+        show(c, json_array_get(v, i), val, sizeof val);
         return srv_fail(err, 400, eptr, "%s[%zu] must be an object, got %s",
                         p->name, i, val);
       }
@@ -628,8 +633,8 @@ int srv_params_parse(const struct srv_pctx *pc, const json_t *obj,
         store_default(p, b->dst);
       continue;
     }
-    if (parse_value(p, v, srv_pctx_ptr(pc, where, ptr, sizeof ptr), b->dst,
-                    err) != 0)
+    if (parse_value(pc->c, p, v, srv_pctx_ptr(pc, where, ptr, sizeof ptr),
+                    b->dst, err) != 0)
       return -1;
     if (i < 64)
       b->seen |= (uint64_t)1 << i;
@@ -667,8 +672,8 @@ int srv_params_enum(const struct srv_pctx *pc, const json_t *obj,
     }
     return 0;
   }
-  if (parse_enum_value(p, v, srv_pctx_ptr(pc, where, ptr, sizeof ptr), value,
-                       err) != 0)
+  if (parse_enum_value(pc->c, p, v, srv_pctx_ptr(pc, where, ptr, sizeof ptr),
+                       value, err) != 0)
     return -1;
   return 1;
 }

@@ -864,6 +864,31 @@ def test_odd_methods_urls_headers_and_framing(server):
     wait_idle(server)
 
 
+def test_lifted_rows_show_as_sent_in_errors(server):
+    """Rows of numbers inside nested lists are parsed off jansson's path
+    (held as placeholders); where such a row sits in the wrong place the
+    error names the numbers the client sent, at the right pointer, and no
+    placeholder leaks out."""
+    qkv = {"q": [[1, 0]], "k": [[1, 0]], "v": [[1, 0]]}
+    row = [1, 2, 3, 4.5]
+    cases = [
+        ("/v1/attention", dict(qkv, window=[row, 0]), "/window/0", "[1,2,3,4.5]"),
+        ("/v1/attention", dict(qkv, kv_lens=[row]), "/kv_lens/0", "[1,2,3,4.5]"),
+        ("/v1/attention", dict(qkv, scale=[row]), "/scale", "[[1,2,3,4.5]]"),
+        ("/v1/attention", dict(qkv, **{"return": [row]}), "/return/0", "[1,2,3,4.5]"),
+        ("/v1/attention", dict(qkv, q=[5, row]), "/q/1", "is an array"),
+        ("/v1/bias", {"method": [row], "num_heads": 2, "q_len": 2}, "/method", "[[1,2,3,4.5]]"),
+        ("/v1/bias", {"method": "alibi", "num_heads": [[2, 2, 2, 2]], "q_len": 2}, "/num_heads",
+         "[[2,2,2,2]]"),
+    ]
+    for route, body, field, shown in cases:
+        r = server.post(route, json=body)
+        assert r.status == 400, (body, r.status, r.body[:300])
+        p = r.json()
+        assert "\\u0000" not in r.text and "\x00" not in p["detail"], p
+        assert p["field"] == field and shown in p["detail"], (body, p)
+
+
 def test_bodies_on_bodiless_routes_are_refused_unread(start):
     """A GET route holds no body: one declared (or chunked) gets a 400
     naming it before any byte of it is read, and the connection closes;
