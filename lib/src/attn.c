@@ -23,6 +23,7 @@
 #include "attn-internal.h"
 #include "bias-internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,10 +193,15 @@ static enum ab_status attn_check(const struct ab_attn_params *p,
                     (long long)s->Hq, (long long)s->Hkv);
   s->G = s->Hq / s->Hkv;
 
+  /* Scores are float32: scale, softcap and the factor scale / softcap the
+   * kernels multiply q by must be finite float32 numbers (a softcap that
+   * rounds to 0, or a factor that rounds to inf, would give NaN). */
   if (p->has_scale) {
-    if (!isfinite(p->scale))
+    if (!(fabs(p->scale) <= FLT_MAX))
       return ab__fail(AB_STATUS_INVALID_ARG, "scale",
-                      "scale %g is not a finite number", p->scale);
+                      "scale %g is not a finite float32 number (|scale| <= "
+                      "%g)",
+                      p->scale, (double)FLT_MAX);
     s->scale = p->scale;
   } else {
     s->scale = 1.0 / sqrt((double)s->D);
@@ -204,6 +210,13 @@ static enum ab_status attn_check(const struct ab_attn_params *p,
     return ab__fail(AB_STATUS_INVALID_ARG, "softcap",
                     "softcap %g must be finite and >= 0 (0 turns it off)",
                     p->softcap);
+  if (p->softcap > 0.0 &&
+      (p->softcap < FLT_MIN || p->softcap > FLT_MAX ||
+       !(fabs(s->scale / p->softcap) <= FLT_MAX)))
+    return ab__fail(AB_STATUS_INVALID_ARG, "softcap",
+                    "softcap %g is out of float32's range for scale %g "
+                    "(needs %g <= softcap and |scale / softcap| <= %g)",
+                    p->softcap, s->scale, (double)FLT_MIN, (double)FLT_MAX);
   s->q_offset = p->has_q_offset ? p->q_offset : s->Nk - s->Nq;
   if (s->q_offset > POS_LIMIT || s->q_offset < -POS_LIMIT)
     return ab__fail(AB_STATUS_OUT_OF_RANGE, "q_offset",

@@ -5,6 +5,7 @@
 #include "bias-internal.h"
 #include "kernels/kernels.h"
 
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -279,15 +280,21 @@ static enum ab_status check_fire(const struct ab_bias_params *p, int64_t H)
   int64_t in = 1;
   int l;
 
-  if (!(p->c > 0.0) || !isfinite(p->c))
+  /* The model's learned float32 scalars: within float32's range, c * L and
+   * c * distance stay finite in double (psi = log1p(c x) would be inf, and
+   * inf / inf a NaN). */
+  if (!(p->c > 0.0) || !(p->c <= FLT_MAX))
     return ab__fail(AB_STATUS_INVALID_ARG, "c",
-                    "c %g must be given, finite and > 0", p->c);
-  if (!(p->L >= 0.0) || !isfinite(p->L))
+                    "c %g must be given, > 0 and a finite float32 (<= %g)",
+                    p->c, (double)FLT_MAX);
+  if (!(p->L >= 0.0) || !(p->L <= FLT_MAX))
     return ab__fail(AB_STATUS_INVALID_ARG, "L",
-                    "L %g must be given, finite and >= 0", p->L);
-  if (!(p->eps >= 0.0) || !isfinite(p->eps))
+                    "L %g must be given, >= 0 and a finite float32 (<= %g)",
+                    p->L, (double)FLT_MAX);
+  if (!(p->eps >= 0.0) || !(p->eps <= FLT_MAX))
     return ab__fail(AB_STATUS_INVALID_ARG, "eps",
-                    "eps %g must be finite and >= 0", p->eps);
+                    "eps %g must be >= 0 and a finite float32 (<= %g)",
+                    p->eps, (double)FLT_MAX);
   if (p->n_layers < 1 || p->n_layers > AB__FIRE_MAX_LAYERS)
     return ab__fail(AB_STATUS_INVALID_ARG, "layers",
                     "%d layers given; FIRE needs 1..%d", p->n_layers,

@@ -4,6 +4,7 @@
  * and the apply / table jobs whose pieces a caller's pool may split. */
 #include "kernels/kernels.h"
 
+#include <float.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -530,12 +531,28 @@ static enum ab_status plan_for_len(struct rope_plan *pl, int64_t seq_len)
   return AB_STATUS_OK;
 }
 
+static double inv_freq_at(const struct rope_plan *pl, int64_t f);
+
 static enum ab_status plan_init(const struct ab_rope_params *p,
                                 int64_t seq_len, struct rope_plan *pl)
 {
   enum ab_status st = plan_check(p, pl);
+  int64_t f;
 
-  return st ? st : plan_for_len(pl, seq_len);
+  if (st || (st = plan_for_len(pl, seq_len)) != AB_STATUS_OK)
+    return st;
+  /* A base far below 1 (or a factor near 0) sends frequencies past
+   * float32's range: angles and tables would be NaN. */
+  for (f = 0; f < pl->n_freq; f++) {
+    double v = inv_freq_at(pl, f);
+    if (!(v >= 0.0 && v <= FLT_MAX))
+      return ab__fail(AB_STATUS_OUT_OF_RANGE, "rope_theta",
+                      "inverse frequency %lld would be %g, beyond float32: "
+                      "rope_theta %g (with the scaling's factor) is out of "
+                      "range",
+                      (long long)f, v, pl->theta);
+  }
+  return AB_STATUS_OK;
 }
 
 /* ==== frequencies ======================================================= */

@@ -934,6 +934,8 @@ def test_rope_errors(server):
         ({"head_dim": 8, "rotary_dim": 4, "partial_rotary_factor": 1.0, "positions": 2}, {}, "/rotary_dim"),
         ({"head_dim": 8, "partial_rotary_factor": 1.5, "positions": 2}, {}, "/partial_rotary_factor"),
         ({"head_dim": 8, "rope_theta": -1, "positions": 2}, {}, "/rope_theta"),
+        # frequencies past float32: NaN angles otherwise
+        ({"head_dim": 8, "rope_theta": 1e-300, "positions": 2}, {}, "/rope_theta"),
         ({"head_dim": 8, "interleaved": "yes", "positions": 2}, {}, "/interleaved"),
         ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "warp"}}, {}, "/rope_scaling/rope_type"),
         ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "linear", "type": "yarn",
@@ -1196,6 +1198,8 @@ def test_bias_errors(server):
         ({"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4, "layers": [{}]},
          {"layers.0.weight": np.ones((3, 1), np.float32)}, "/layers/0/weight"),
         ({"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4, "layers": [3]}, {}, "/layers/0"),
+        ({"method": "fire", "num_heads": 2, "q_len": 3, "c": 1e308, "L": 4, "layers": [{}]},
+         {"layers.0.weight": np.ones((2, 1), np.float32)}, "/c"),
         ({"method": "kerple", "num_heads": 2, "q_len": 3}, {"r1": np.ones(2, np.float32)}, "/r2"),
         ({"method": "kerple", "num_heads": 2, "q_len": 3},
          {"r1": np.ones(2, np.float32), "r2": np.array([1, -1], np.float32)}, "/r2/1"),
@@ -1429,6 +1433,9 @@ def test_attention_errors(server):
         ({"layout": "sbhd"}, T, "/layout"),
         ({"scale": "big"}, T, "/scale"),
         ({"softcap": -1}, T, "/softcap"),
+        # finite doubles out of float32's range (the scores would be NaN)
+        ({"softcap": 1e-320}, T, "/softcap"),
+        ({"scale": 1e308}, T, "/scale"),
         ({"causal": 1}, T, "/causal"),
         ({"q_offset": "end"}, T, "/q_offset"),
         ({"window": [1, 0], "sliding_window": 2}, T, "/sliding_window"),

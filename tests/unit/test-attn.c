@@ -1588,11 +1588,20 @@ TEST(attn_errors_name_the_argument)
   CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "scale");
   p.scale = INFINITY;
   CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "scale");
+  p.scale = 1e308; /* finite, but not in float32 */
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "scale");
   p.has_scale = 0;
   p.softcap = -1;
   CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "softcap");
   p.softcap = NAN;
   CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "softcap");
+  p.softcap = 1e-320; /* rounds to 0 in float32 */
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "softcap");
+  p.has_scale = 1;
+  p.scale = 1e30;
+  p.softcap = 1e-30; /* each is a float32, scale / softcap is not */
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "softcap");
+  p.has_scale = 0;
   p.softcap = 0;
   p.window_left = -2;
   CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "window");

@@ -884,8 +884,14 @@ TEST(fire_errors)
   p.c = NAN; /* absent */
   CHECK_EQ_I64(ab_bias_table(&p, &g, t, NULL), AB_STATUS_INVALID_ARG);
   CHECK_STR(ab_last_error()->arg, "c");
+  p.c = 1e308; /* finite, but c * distance overflows: psi would be inf */
+  CHECK_EQ_I64(ab_bias_table(&p, &g, t, NULL), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "c");
   p.c = 0.1;
   p.L = -1;
+  CHECK_EQ_I64(ab_bias_table(&p, &g, t, NULL), AB_STATUS_INVALID_ARG);
+  CHECK_STR(ab_last_error()->arg, "L");
+  p.L = 1e300;
   CHECK_EQ_I64(ab_bias_table(&p, &g, t, NULL), AB_STATUS_INVALID_ARG);
   CHECK_STR(ab_last_error()->arg, "L");
   p.L = 4;

@@ -1184,7 +1184,22 @@ TEST(rope_errors)
   p.rope_theta = 0;
   CHECK_FAILS(ab_rope_check(&p, NULL, NULL, NULL), AB_STATUS_INVALID_ARG,
               "rope_theta");
-  p.rope_theta = 10000;
+  {
+    /* Frequencies past float32 (a base far below 1, a factor near 0):
+     * angles would be NaN. */
+    double fr[4];
+    p.rope_theta = 1e-300;
+    CHECK_FAILS(ab_rope_inv_freq(&p, 16, fr, NULL), AB_STATUS_OUT_OF_RANGE,
+                "rope_theta");
+    p.rope_theta = 10000;
+    p.rope_type = AB_ROPE_LINEAR;
+    p.factor = 1e-320;
+    CHECK_FAILS(ab_rope_inv_freq(&p, 16, fr, NULL), AB_STATUS_OUT_OF_RANGE,
+                "rope_theta");
+    p.factor = 2;
+    CHECK_OK(ab_rope_inv_freq(&p, 16, fr, NULL));
+    p.rope_type = AB_ROPE_DEFAULT;
+  }
   p.rope_type = (enum ab_rope_type)42;
   CHECK_FAILS(ab_rope_check(&p, NULL, NULL, NULL), AB_STATUS_INVALID_ARG,
               "rope_scaling.rope_type");
