@@ -464,12 +464,9 @@ int srv_codec_tensor(struct srv_call *c, const char *path, int required,
   int i;
 
   srv_codec__pointer(ptr, sizeof ptr, path);
-  for (i = 0; i < c->nbin; i++) {
-    if (strcmp(c->bin[i].name, path) == 0) {
-      *out = c->bin[i].t;
-      return 1;
-    }
-  }
+  for (i = 0; i < c->nbin; i++)
+    if (strcmp(c->bin[i].name, path) == 0)
+      break;
   walked[0] = '\0';
   while (j && *p) {
     size_t n;
@@ -482,12 +479,25 @@ int srv_codec_tensor(struct srv_call *c, const char *path, int required,
       for (k = 0; k < n && p[k] >= '0' && p[k] <= '9' && idx < (1u << 30); k++)
         idx = idx * 10 + (size_t)(p[k] - '0');
       j = k == n && n > 0 ? json_array_get(j, idx) : NULL;
+    } else if (i < c->nbin) {
+      j = NULL; /* the params hold no such member: the binary one it is */
     } else {
       return srv_fail(err, 400, walked, "%s is %s, expected an object",
                       walked, type_name(j));
     }
     srv_codec__pointer_add(walked, sizeof walked, p, n);
     p = dot ? dot + 1 : p + n;
+  }
+  if (i < c->nbin) {
+    /* One value per field: a tensor in the safetensors data and the same
+     * field in __metadata__ params would leave one of them unused. */
+    if (j && !json_is_null(j))
+      return srv_fail(err, 400, ptr,
+                      "%s is given twice: as the safetensors tensor \"%s\" "
+                      "and in __metadata__ params; send one",
+                      ptr, path);
+    *out = c->bin[i].t;
+    return 1;
   }
   if (!j || json_is_null(j)) {
     if (required)

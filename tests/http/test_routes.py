@@ -1531,6 +1531,14 @@ def test_ignored_fields_are_listed(server):
     for tr in ("nested", "safetensors"):
         r = ok(call(server, "/v1/attention", params, tensors, tr))
         assert sorted(r.ignored) == sorted(want), (tr, r.ignored)
+    # A field given both as a safetensors tensor and in the params: 400.
+    r = call(server, "/v1/attention", {"q": q.tolist()}, {"q": q, "k": k, "v": v}, "safetensors")
+    assert r.status == 400 and r.problem["field"] == "/q", (r.status, r.body[:300])
+    assert "given twice" in r.problem["detail"], r.problem
+    r = call(server, "/v1/bias", {"method": "t5", "num_heads": 1, "q_len": 2,
+                                  "table": [[0.0]] * 32},
+             {"table": np.zeros((32, 1), np.float32)}, "safetensors")
+    assert r.status == 400 and r.problem["field"] == "/table", (r.status, r.body[:300])
     # An unknown safetensors entry is listed by its pointer too.
     r = ok(call(server, "/v1/attention", {}, dict(q=q, k=k, v=v, foo=q, **{"bias.x": q}), "safetensors"))
     assert sorted(r.ignored) == ["/bias/x", "/foo"], r.ignored
