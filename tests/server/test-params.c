@@ -558,9 +558,23 @@ TEST(params_budget_and_outputs)
   CHECK_EQ_I64(srv_check_budget(&c, NAN, 0, &err), -1);
   srv_cfg = saved;
 
-  /* The output dtype sets the bytes a budget counts. */
+  /* What a budget counts: the response's form and dtype, plus the float32
+   * results converted from (not when they are sent as they are). */
+  c.fmt = SRV_FMT_SAFETENSORS;
+  c.out_dtype = AB_DTYPE_F32;
+  CHECK(srv_out_bytes(&c, 10) == 40);
   c.out_dtype = AB_DTYPE_F16;
-  CHECK(srv_out_bytes(&c, 10) == 20);
+  CHECK(srv_out_bytes(&c, 10) == 20 + 40);
+  c.out_dtype = AB_DTYPE_F64;
+  CHECK(srv_out_bytes(&c, 10) == 80 + 40);
+  c.fmt = SRV_FMT_JSON;
+  c.b64 = 1; /* 30 bytes of float16 -> 40 characters */
+  c.out_dtype = AB_DTYPE_F16;
+  CHECK(srv_out_bytes(&c, 15) == 40 + 60);
+  c.b64 = 0; /* text at its longest */
+  CHECK(srv_out_bytes(&c, 10) == 10 * SRV_JSON_TXT_F32 + 40);
+  c.out_dtype = AB_DTYPE_F64;
+  CHECK(srv_out_bytes(&c, 10) == 10 * SRV_JSON_TXT_F64 + 40);
   c.out_dtype = AB_DTYPE_F32;
 
   f = srv_output_tensor(&c, "t", AB_DTYPE_F32, 2, shape, &err);
