@@ -322,6 +322,14 @@ static size_t write_decimal(char *buf, int neg, uint64_t digits, int olen,
   return n;
 }
 
+static size_t write_zero(char *buf, int neg)
+{
+  if (neg)
+    *buf++ = '-';
+  *buf = '0';
+  return (size_t)(1 + neg);
+}
+
 static size_t write_nonfinite(char *buf, int is_nan, int neg)
 {
   const char *s = is_nan ? "\"nan\"" : neg ? "\"-inf\"" : "\"inf\"";
@@ -342,14 +350,8 @@ size_t srv_codec_fmt_f32(char *buf, float v)
   frac = bits & 0x7fffffu;
   if (bexp == 0xff)
     return write_nonfinite(buf, frac != 0, neg);
-  if (bexp == 0 && frac == 0) {
-    if (neg) {
-      memcpy(buf, "-0", 2);
-      return 2;
-    }
-    buf[0] = '0';
-    return 1;
-  }
+  if (bexp == 0 && frac == 0)
+    return write_zero(buf, neg);
   if (!g_tables_ok) /* cannot happen; keeps a wrong table from lying */
     return srv_codec__fmt_f32_simple(buf, v);
   f2d(frac, bexp, &digits, &exp);
@@ -574,14 +576,8 @@ size_t srv_codec__fmt_f64(char *buf, double v)
   frac = bits & ((1ull << 52) - 1);
   if (bexp == 0x7ff)
     return write_nonfinite(buf, frac != 0, neg);
-  if (bexp == 0 && frac == 0) {
-    if (neg) {
-      memcpy(buf, "-0", 2);
-      return 2;
-    }
-    buf[0] = '0';
-    return 1;
-  }
+  if (bexp == 0 && frac == 0)
+    return write_zero(buf, neg);
   pthread_once(&g_pow10_once, pow10_128_init);
   if (!g_pow10_ok) /* cannot happen; keeps a wrong table from lying */
     return srv_codec__fmt_f64_simple(buf, v);
@@ -629,10 +625,8 @@ static size_t from_printf(char *buf, const char *s)
   }
   if (*s)
     e = (int32_t)strtol(s + 1, NULL, 10);
-  if (!started) {
-    memcpy(buf, neg ? "-0" : "0", (size_t)(1 + neg));
-    return (size_t)(1 + neg);
-  }
+  if (!started)
+    return write_zero(buf, neg);
   e -= frac_digits;
   /* Drop trailing zeros so the digit count is minimal. */
   while (olen > 1 && digits % 10 == 0) {

@@ -102,6 +102,21 @@ static int digits(const char *s)
   return n;
 }
 
+/* Ours (a, na bytes) against the printf reference b for the value with
+ * these bits: no longer than max_len, never more digits, the same text
+ * with as many. */
+static int against_reference(const char *a, size_t na, size_t max_len,
+                             const char *b, uint64_t bits)
+{
+  if (na > max_len || digits(a) > digits(b) ||
+      (digits(a) == digits(b) && strcmp(a, b) != 0)) {
+    fprintf(stderr, "  %llx: \"%s\", reference \"%s\"\n",
+            (unsigned long long)bits, a, b);
+    return 1;
+  }
+  return 0;
+}
+
 /* Round trip through strtof, and compared with the reference formatter,
  * which tries 1..9 digits with printf and keeps the first that reads back.
  * With as many digits, the text must be the same (the nearest).  Ours may
@@ -127,12 +142,7 @@ static int check_one(uint32_t bits)
             (double)r);
     return 1;
   }
-  if (na > 15 || digits(a) > digits(b) ||
-      (digits(a) == digits(b) && strcmp(a, b) != 0)) {
-    fprintf(stderr, "  %08x: \"%s\", reference \"%s\"\n", bits, a, b);
-    return 1;
-  }
-  return 0;
+  return against_reference(a, na, 15, b, bits);
 }
 
 TEST(fmt_f32_random_round_trip)
@@ -192,13 +202,7 @@ static int check_one64(uint64_t bits)
             (unsigned long long)bits, a, r);
     return 1;
   }
-  if (na > 24 || digits(a) > digits(b) ||
-      (digits(a) == digits(b) && strcmp(a, b) != 0)) {
-    fprintf(stderr, "  %016llx: \"%s\", reference \"%s\"\n",
-            (unsigned long long)bits, a, b);
-    return 1;
-  }
-  return 0;
+  return against_reference(a, na, 24, b, bits);
 }
 
 TEST(fmt_f64_special_values)
