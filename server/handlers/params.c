@@ -169,14 +169,6 @@ void srv_params_unused_bin(const struct srv_pctx *pc)
 
 /* ==== value formatting for messages ===================================== */
 
-/* Compact JSON of a value, cut to fit a message (lifted rows shown as
- * sent: srv_codec_show). */
-static void show(const struct srv_call *c, const json_t *v, char *buf,
-                 size_t size)
-{
-  srv_codec_show(c, v, buf, size);
-}
-
 /* A JSON string the client sent (not a lifted row's placeholder). */
 static int is_str(const struct srv_call *c, const json_t *v)
 {
@@ -260,7 +252,7 @@ static int type_error(const struct srv_call *c, const struct srv_param *p,
   char val[96];
   const char *tn = type_name(p->type);
 
-  show(c, v, val, sizeof val);
+  srv_codec_show(c, v, val, sizeof val);
   /* "an integer", "a number", "an array of strings", ... */
   return srv_fail(err, 400, ptr, "%s must be %s %s, got %s", p->name,
                   strchr("aeiou", tn[0]) ? "an" : "a", tn, val);
@@ -285,13 +277,13 @@ static int parse_enum_value(const struct srv_call *c,
   if (!is_str(c, v)) {
     if (p->type != SRV_PT_ENUMS)
       return type_error(c, p, v, ptr, err);
-    show(c, v, val, sizeof val); /* one element of the array */
+    srv_codec_show(c, v, val, sizeof val); /* one element of the array */
     return srv_fail(err, 400, ptr, "%s: each element must be a string, got %s",
                     p->name, val);
   }
   ch = find_choice(p->choices, json_string_value(v));
   if (!ch) {
-    show(c, v, val, sizeof val);
+    srv_codec_show(c, v, val, sizeof val);
     choices_list(p->choices, list, sizeof list);
     return srv_fail(err, 400, ptr, "%s must be one of %s, got %s", p->name,
                     list, val);
@@ -327,7 +319,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
     if (srv_codec_number(v, &x) != 0)
       return type_error(c, p, v, ptr, err);
     if (!isfinite(x)) {
-      show(c, v, val, sizeof val);
+      srv_codec_show(c, v, val, sizeof val);
       return srv_fail(err, 400, ptr, "%s must be a finite number, got %s",
                       p->name, val);
     }
@@ -370,7 +362,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
     size_t i;
     char eptr[256];
     if (!json_is_array(v) || json_array_size(v) == 0) {
-      show(c, v, val, sizeof val);
+      srv_codec_show(c, v, val, sizeof val);
       return srv_fail(err, 400, ptr,
                       "%s must be a non-empty array of strings, got %s",
                       p->name, val);
@@ -393,7 +385,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
     size_t i;
     char eptr[256], what[96];
     if (!json_is_array(v)) {
-      show(c, v, val, sizeof val);
+      srv_codec_show(c, v, val, sizeof val);
       return srv_fail(err, 400, ptr, "%s must be an array of integers, got %s",
                       p->name, val);
     }
@@ -405,7 +397,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
       snprintf(idx, sizeof idx, "%zu", i);
       ptr_add(eptr, sizeof eptr, idx);
       if (json_int(e, &x) != 0) {
-        show(c, e, val, sizeof val);
+        srv_codec_show(c, e, val, sizeof val);
         return srv_fail(err, 400, eptr, "%s[%zu] must be an integer, got %s",
                         p->name, i, val);
       }
@@ -428,7 +420,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
                         "%s as a count must be >= 1, got %lld", p->name,
                         (long long)x);
     } else {
-      show(c, v, val, sizeof val);
+      srv_codec_show(c, v, val, sizeof val);
       return srv_fail(err, 400, ptr,
                       "%s must be a count n or a list of positions, got %s",
                       p->name, val);
@@ -446,7 +438,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
   case SRV_PT_LAYERS: {
     size_t i;
     if (!json_is_array(v) || json_array_size(v) == 0) {
-      show(c, v, val, sizeof val);
+      srv_codec_show(c, v, val, sizeof val);
       return srv_fail(err, 400, ptr,
                       "%s must be a non-empty array of objects, got %s",
                       p->name, val);
@@ -457,7 +449,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
         snprintf(eptr, sizeof eptr, "%s", ptr);
         snprintf(idx, sizeof idx, "%zu", i);
         ptr_add(eptr, sizeof eptr, idx);
-        show(c, json_array_get(v, i), val, sizeof val);
+        srv_codec_show(c, json_array_get(v, i), val, sizeof val);
         return srv_fail(err, 400, eptr, "%s[%zu] must be an object, got %s",
                         p->name, i, val);
       }
