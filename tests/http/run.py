@@ -64,6 +64,7 @@ import re
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -262,6 +263,56 @@ class Server:
 
 _SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$')
 _LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+PROBLEM_TYPE = re.compile(r"^https://attnbias\.dev/errors/[a-z0-9-]+$")
+
+
+def check_problem(r, statuses=(400,), field=None, field_prefix=None):
+    """r is an RFC 9457 problem of API.md with a status in `statuses` (one
+    status or several); `field` must equal, or start with `field_prefix`,
+    when given.  Returns the problem."""
+    if isinstance(statuses, int):
+        statuses = (statuses,)
+    assert r.status in statuses, r
+    assert r.headers.get("content-type", "").startswith("application/problem+json"), r
+    p = r.json()
+    for key, typ in (("type", str), ("title", str), ("status", int),
+                     ("detail", str), ("error", str)):
+        assert isinstance(p.get(key), typ), (key, p)
+    assert PROBLEM_TYPE.match(p["type"]), p
+    assert p["status"] == r.status, p
+    assert p["detail"] and p["error"] == p["detail"], p
+    if "field" in p:
+        assert isinstance(p["field"], str) and (p["field"] == "" or p["field"].startswith("/")), p
+    if field is not None:
+        assert p.get("field") == field, (field, p)
+    if field_prefix is not None:
+        f = p.get("field")
+        assert f is not None and (f == field_prefix or f.startswith(field_prefix + "/")), (field_prefix, p)
+    return p
+
+
+def safetensors_dump(tensors, params):
+    """A safetensors file: tensors by dotted name (float32, float64 and
+    float16 kept, other dtypes as float32), params in __metadata__."""
+    import numpy as np  # only the tests that send tensors need numpy
+    to_st = {np.dtype("float32"): "F32", np.dtype("float64"): "F64",
+             np.dtype("float16"): "F16"}
+    header = {"__metadata__": {"params": jsonlib.dumps(params)}}
+    blobs, off = [], 0
+    for name, arr in tensors.items():
+        arr = np.asarray(arr)
+        if arr.dtype not in to_st:
+            arr = arr.astype(np.float32)
+        b = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": to_st[arr.dtype], "shape": list(arr.shape),
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = jsonlib.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
 def read_response(sock, timeout=10.0):

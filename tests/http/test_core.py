@@ -7,7 +7,6 @@ import base64
 import http.client
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -20,23 +19,9 @@ import run
 BIAS = {"method": "alibi", "num_heads": 2, "q_len": 4, "k_len": 4}
 BIAS_BODY = json.dumps(BIAS).encode()
 
-PROBLEM_TYPE = re.compile(r"^https://attnbias\.dev/errors/[a-z0-9-]+$")
 
 
-def check_problem(r, status, field=None):
-    """r is an RFC 9457 problem of this status, in the shape of API.md."""
-    assert r.status == status, r
-    assert r.headers.get("content-type", "").startswith("application/problem+json"), r
-    p = r.json()
-    for key, typ in (("type", str), ("title", str), ("status", int),
-                     ("detail", str), ("error", str)):
-        assert isinstance(p.get(key), typ), (key, p)
-    assert PROBLEM_TYPE.match(p["type"]), p
-    assert p["status"] == status, p
-    assert p["error"] == p["detail"] and p["detail"], p
-    if field is not None:
-        assert p.get("field") == field, p
-    return p
+check_problem = run.check_problem
 
 
 def wait_for(cond, timeout=10.0, what="condition"):

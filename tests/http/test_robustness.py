@@ -46,7 +46,6 @@ BASE = {
                       "v": [[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]]},
 }
 
-PROBLEM_TYPE = re.compile(r"^https://attnbias\.dev/errors/[a-z0-9-]+$")
 ST = "application/vnd.safetensors"
 
 
@@ -54,28 +53,7 @@ ST = "application/vnd.safetensors"
 # helpers
 # ===========================================================================
 
-def check_problem(r, statuses=(400,), field=None, field_prefix=None):
-    """r is an RFC 9457 problem of API.md with a status in `statuses`;
-    `field` must equal, or start with `field_prefix`, when given."""
-    if isinstance(statuses, int):
-        statuses = (statuses,)
-    assert r.status in statuses, r
-    assert r.headers.get("content-type", "").startswith("application/problem+json"), r
-    p = r.json()
-    for key, typ in (("type", str), ("title", str), ("status", int),
-                     ("detail", str), ("error", str)):
-        assert isinstance(p.get(key), typ), (key, p)
-    assert PROBLEM_TYPE.match(p["type"]), p
-    assert p["status"] == r.status, p
-    assert p["detail"] and p["error"] == p["detail"], p
-    if "field" in p:
-        assert isinstance(p["field"], str) and (p["field"] == "" or p["field"].startswith("/")), p
-    if field is not None:
-        assert p.get("field") == field, (field, p)
-    if field_prefix is not None:
-        f = p.get("field")
-        assert f is not None and (f == field_prefix or f.startswith(field_prefix + "/")), (field_prefix, p)
-    return p
+check_problem = run.check_problem
 
 
 def check_answer(r, what=""):

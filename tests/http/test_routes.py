@@ -22,6 +22,8 @@ import zlib
 
 import numpy as np
 
+import run
+
 RTOL, ATOL = 1e-5, 1e-6
 
 # ===========================================================================
@@ -30,8 +32,6 @@ RTOL, ATOL = 1e-5, 1e-6
 
 ST_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"),
              "F16": np.dtype("<f2"), "I32": np.dtype("<i4")}
-NP_TO_ST = {np.dtype("float32"): "F32", np.dtype("float64"): "F64",
-            np.dtype("float16"): "F16"}
 NP_TO_NAME = {np.dtype("float32"): "float32", np.dtype("float64"): "float64",
               np.dtype("float16"): "float16"}
 TRANSPORTS = ("nested", "flat", "b64", "safetensors")
@@ -70,22 +70,7 @@ def json_tensor(arr, form):
     raise ValueError(form)
 
 
-def safetensors_dump(tensors, params):
-    """A safetensors file: tensors by dotted name, params in __metadata__."""
-    header = {"__metadata__": {"params": json.dumps(params)}}
-    blobs, off = [], 0
-    for name, arr in tensors.items():
-        arr = np.asarray(arr)
-        if arr.dtype not in NP_TO_ST:
-            arr = arr.astype(np.float32)
-        b = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": NP_TO_ST[arr.dtype], "shape": list(arr.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+safetensors_dump = run.safetensors_dump
 
 
 def safetensors_load(body):
