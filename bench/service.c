@@ -10,10 +10,12 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The tiny request of the load test (the issue's "tiny requests"): an ALiBi
@@ -536,6 +539,53 @@ static int run_wrk(int port, const char *path, const char *body_path,
   return 0;
 }
 
+/* ==== CPU time ============================================================ */
+
+/* CPU time (s) used so far by every thread of process pid, from the
+ * scheduler's nanosecond counters (/proc/PID/task/TID/schedstat, first
+ * field); < 0 when they cannot be read.  The server's threads live as long
+ * as it does, so differences across a request are that request's cost. */
+static double proc_cpu_s(pid_t pid)
+{
+  char path[64];
+  struct dirent *e;
+  DIR *d;
+  double sum = 0.0;
+  int n = 0;
+
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  d = opendir(path);
+  if (!d)
+    return -1.0;
+  while ((e = readdir(d)) != NULL) {
+    char sp[330];
+    unsigned long long ns;
+    FILE *f;
+
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(sp, sizeof sp, "%s/%s/schedstat", path, e->d_name);
+    f = fopen(sp, "r");
+    if (!f)
+      continue;
+    if (fscanf(f, "%llu", &ns) == 1) {
+      sum += (double)ns * 1e-9;
+      n++;
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return n ? sum : -1.0;
+}
+
+static double clock_s(clockid_t id)
+{
+  struct timespec ts;
+
+  clock_gettime(id, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* ==== the section ======================================================== */
 
 static void http_small(int port_ours, const char *bare_bin, int threads)
@@ -634,13 +684,20 @@ static void http_small(int port_ours, const char *bare_bin, int threads)
   res_end();
 }
 
-static void http_attention(struct bench_pool *pool, int port)
+static void http_attention(struct bench_pool *pool, int port, pid_t server)
 {
   const int h = 32, n = g_opt.quick ? 512 : 2048, d = 128;
   const size_t per = (size_t)h * n * d;
   float *q = bench_alloc(per * 4), *k = bench_alloc(per * 4),
         *v = bench_alloc(per * 4), *out = bench_alloc(per * 4);
   struct bench_samples http = {0}, kern = {0}, sread = {0}, scomp = {0};
+  /* CPU time per request: the server's threads, this (client) thread, and
+   * the in-process run's threads.  The wall time of a request cannot fall
+   * below (server + client CPU) / cores when both share the machine. */
+  struct bench_samples cpu_srv = {0}, cpu_cli = {0}, cpu_kern = {0};
+  cpu_set_t cpus;
+  int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
+                                                           : 0;
   /* The response is read into one buffer kept across repetitions, as the
    * in-process side writes into one `out`: neither side pays for touching
    * fresh memory (~8k page faults for a 34 MB response in a new buffer --
@@ -662,12 +719,19 @@ static void http_attention(struct bench_pool *pool, int port)
          "(%.1f MB), Accept: safetensors\n",
          h, n, d, (double)blen * 1e-6);
   for (r = -1; r < reps; r++) { /* r = -1: warm-up; then http, in-process */
-    double t0 = bench_now(), dt;
+    double s0 = proc_cpu_s(server), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    double t0 = bench_now(), dt, s1, c1;
 
     if (http_do(port, "POST", "/v1/attention", "application/vnd.safetensors",
                 "application/vnd.safetensors", body, blen, &resp, 120.0) != 0)
       break;
     dt = bench_now() - t0;
+    c1 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    s1 = proc_cpu_s(server);
+    if (r >= 0 && s0 >= 0.0 && s1 >= 0.0) {
+      bench_samples_add(&cpu_srv, (s1 - s0) * 1e3);
+      bench_samples_add(&cpu_cli, (c1 - c0) * 1e3);
+    }
     if (resp.status != 200) {
       bench_skip("http_attention", "/v1/attention answered %d: %.300s",
                  resp.status, resp.body ? resp.body : "");
@@ -682,11 +746,15 @@ static void http_attention(struct bench_pool *pool, int port)
         bench_samples_add(&scomp, resp.compute_ms);
     }
     http_resp_keep(&resp);
+    c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     dt = bench_attention_once(pool, q, k, v, out, h, n, d);
+    c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     if (dt < 0)
       break;
-    if (r >= 0)
+    if (r >= 0) {
       bench_samples_add(&kern, dt * 1e3);
+      bench_samples_add(&cpu_kern, (c1 - c0) * 1e3);
+    }
   }
   if (http.n && kern.n) {
     printf("   http_attention N=%d: %.1f ms [%.1f-%.1f] (response %.1f MB); "
@@ -710,6 +778,16 @@ static void http_attention(struct bench_pool *pool, int port)
              bench_median(&sread),
              100.0 * bench_median(&sread) / bench_median(&kern),
              bench_median(&http) - bench_median(&sread));
+    if (cpu_srv.n && ncpu > 0) {
+      double floor_ms =
+          (bench_median(&cpu_srv) + bench_median(&cpu_cli)) / ncpu;
+      printf("   CPU per request (medians): server %.1f ms, client %.1f ms; "
+             "in process %.1f ms.  Sharing %d cores, the request needs at "
+             "least %.1f ms of wall time (%.2fx the in-process kernel)\n",
+             bench_median(&cpu_srv), bench_median(&cpu_cli),
+             bench_median(&cpu_kern), ncpu, floor_ms,
+             floor_ms / bench_median(&kern));
+    }
     res_begin("http_attention");
     res_int("N", n);
     res_num("ms_median", bench_median(&http));
@@ -718,6 +796,12 @@ static void http_attention(struct bench_pool *pool, int port)
       res_num("server_read_ms", bench_median(&sread));
     if (scomp.n)
       res_num("server_compute_ms", bench_median(&scomp));
+    if (cpu_srv.n) {
+      res_num("server_cpu_ms", bench_median(&cpu_srv));
+      res_num("client_cpu_ms", bench_median(&cpu_cli));
+      res_num("kernel_cpu_ms", bench_median(&cpu_kern));
+      res_int("cores", ncpu);
+    }
     res_end();
   }
 out:
@@ -789,7 +873,7 @@ void bench_service(struct bench_pool *pool)
     http_small(ours.port, g_opt.bare, http_threads);
   else
     bench_skip("http_small", "wrk is not installed (apt-get install wrk)");
-  http_attention(pool, ours.port);
+  http_attention(pool, ours.port, ours.pid);
   stop(ours.pid);
   rm_tmp();
 }
