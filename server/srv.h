@@ -80,10 +80,6 @@ int srv_buf_append(struct srv_buf *b, const void *p, size_t n);
 int srv_buf_printf(struct srv_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void srv_buf_free(struct srv_buf *b);
-/* Ask the kernel to back a large buffer (>= 4 MiB) with transparent huge
- * pages: a fresh 100 MB request body otherwise costs ~25k page faults, a
- * visible part of a binary request's wall time.  Only a hint; never fails. */
-void srv_mem_hint_large(void *p, size_t n);
 /* Take ownership of the bytes (caller frees with free()). */
 char *srv_buf_steal(struct srv_buf *b, size_t *len);
 
@@ -114,6 +110,7 @@ size_t srv_mem_kept(void);
 struct srv_config {
   char host[256];
   int port;
+  char unix_socket[108];   /* "" : TCP on host:port; else this socket path */
   int threads;             /* worker pool size */
   int max_queue;           /* admitted but unfinished requests */
   double max_body_mb;
@@ -171,6 +168,11 @@ struct srv_call {
   const char *accept;       /* header value or NULL */
   const char *body;         /* complete body (owned by http/) */
   size_t body_len;
+  /* The buffer holding body, when http/ lets the call free it early: a
+   * streamed call gives it back as soon as its last piece has run, so that
+   * the next large request (often on the same connection, sent the moment
+   * the answer's last byte arrives) can reuse the block (util/buf.c). */
+  struct srv_buf *body_buf;
   struct srv_arena arena;
 
   /* ---- decoded: set by srv_codec_decode_request ---- */

@@ -41,12 +41,16 @@ details of the server (``status``, ``type``, ``title``, ``detail``, ``field``
 -- a JSON Pointer to the culprit -- and ``retry_after`` for 503).
 
 A Client keeps one HTTP/1.1 connection open; use one Client per thread.
+``Client(unix_socket="/run/attnbias/attnbias.sock")`` talks to a server
+started with ``--unix-socket`` on the same host (large bodies travel about
+twice as fast as over loopback TCP).
 """
 
 import base64
 import http.client
 import json
 import math
+import socket
 import struct
 import urllib.parse
 
@@ -321,6 +325,25 @@ def _rope_fields(config):
 # the client
 # ---------------------------------------------------------------------------
 
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over a Unix-domain stream socket (a server run with
+    ``--unix-socket``); the URL's host only fills the Host header."""
+
+    def __init__(self, host, path, timeout):
+        super().__init__(host, timeout=timeout)
+        self._unix_path = path
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._unix_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
 class Client:
     """A connection to an attnbias server.
 
@@ -335,14 +358,21 @@ class Client:
         binary_threshold: the switch-over size of ``"auto"``, in bytes.
         accept: response format, ``"safetensors"`` (default) or ``"json"``
             (then base64 tensors, also exact).
+        unix_socket: path of the server's ``--unix-socket``; the requests
+            go there (plain HTTP), and ``url`` only names the Host header
+            and a path prefix.
     """
 
     def __init__(self, url="http://127.0.0.1:8080", api_key=None, timeout=120.0,
                  transport="auto", binary_threshold=64 * 1024,
-                 accept="safetensors"):
+                 accept="safetensors", unix_socket=None):
+        if unix_socket is not None and url == "http://127.0.0.1:8080":
+            url = "http://localhost"
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise ValueError("url must start with http:// or https://, not %r" % url)
+        if unix_socket is not None and parts.scheme != "http":
+            raise ValueError("a unix_socket takes plain http:// URLs, not %r" % url)
         if transport not in ("auto", "json", "safetensors"):
             raise ValueError("transport must be auto, json or safetensors")
         if accept not in ("safetensors", "json"):
@@ -356,11 +386,14 @@ class Client:
         self.transport = transport
         self.binary_threshold = binary_threshold
         self.accept = accept
+        self.unix_socket = unix_socket
         self._conn = None
         #: headers of the last response (e.g. ``X-Attnbias-Ignored``).
         self.last_headers = {}
 
     def __repr__(self):
+        if self.unix_socket is not None:
+            return "Client(%r, unix_socket=%r)" % (self.url, self.unix_socket)
         return "Client(%r)" % self.url
 
     @property
@@ -397,7 +430,10 @@ class Client:
         self.close()
 
     def _connection(self):
-        if self._conn is None:
+        if self._conn is None and self.unix_socket is not None:
+            self._conn = _UnixHTTPConnection(self._netloc, self.unix_socket,
+                                             self.timeout)
+        elif self._conn is None:
             cls = (http.client.HTTPSConnection if self._scheme == "https"
                    else http.client.HTTPConnection)
             self._conn = cls(self._netloc, timeout=self.timeout)

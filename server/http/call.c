@@ -170,6 +170,28 @@ static void stream_piece_done(struct srv_call *c, int64_t piece)
   pthread_mutex_unlock(&s->mu);
 }
 
+/* Pool thread, after a streamed call's last piece: nothing reads the body
+ * any more (its tensors were the jobs' inputs; the answer's bytes are the
+ * outputs and resp_body), so give it back before the last bytes can go
+ * out.  Kept when a response segment lies in it. */
+static void release_body(struct srv_call *c)
+{
+  const char *lo = c->body, *hi = c->body + c->body_len;
+  int i;
+
+  if (!c->body_buf || !c->body)
+    return;
+  for (i = 0; i < c->nresp_seg; i++) {
+    const char *p = c->resp_seg[i].data;
+    if (p + c->resp_seg[i].len > lo && p < hi)
+      return;
+  }
+  srv_buf_free(c->body_buf);
+  c->body_buf = NULL;
+  c->body = NULL;
+  c->body_len = 0;
+}
+
 /* Pool thread, after the last piece: the same as the inline tail.  A
  * streamed call is encoded already; a failure can only cut its response
  * short (the status line went out long ago). */
@@ -179,6 +201,8 @@ static void complete_on_pool(struct srv_call *c, int status,
   (void)arg;
   if (c->stream) {
     struct srv_stream *s = c->stream;
+
+    release_body(c);
 
     pthread_mutex_lock(&s->mu);
     if (status) {

@@ -2,6 +2,7 @@
  * HEALTHCHECK runs the binary itself; the runtime image has no curl). */
 #include "http/http.h"
 
+#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,15 +10,57 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+/* Send GET /healthz on fd and read the status line: 0 on a 200. */
+static int ask_healthz(int fd, const char *target, const char *shown)
+{
+  char req[512], resp[256];
+  int status = 0;
+  size_t got = 0;
+  ssize_t n;
+
+  snprintf(req, sizeof req,
+           "GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+           target);
+  if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
+    fprintf(stderr, "%s: healthcheck: cannot send the request\n", SRV_NAME);
+    close(fd);
+    return -1;
+  }
+  /* The status line is all we need. */
+  while (got < sizeof resp - 1 && !memchr(resp, '\n', got) &&
+         (n = recv(fd, resp + got, sizeof resp - 1 - got, 0)) > 0)
+    got += (size_t)n;
+  close(fd);
+  resp[got] = '\0';
+  if (sscanf(resp, "HTTP/%*d.%*d %d", &status) != 1 || status != 200) {
+    fprintf(stderr, "%s: healthcheck: %s answered '%.*s'\n", SRV_NAME, shown,
+            (int)strcspn(resp, "\r\n"), resp);
+    return -1;
+  }
+  return 0;
+}
+
+int srv_http_healthcheck_unix(const char *path)
+{
+  char shown[160];
+  int fd = srv_unix_connect(path, 5);
+
+  snprintf(shown, sizeof shown, "unix:%s", path);
+  if (fd < 0) {
+    fprintf(stderr, "%s: healthcheck: cannot connect to %s: %s\n", SRV_NAME,
+            shown, strerror(errno));
+    return -1;
+  }
+  return ask_healthz(fd, "localhost", shown);
+}
+
 int srv_http_healthcheck(const char *host, int port)
 {
   struct addrinfo hints, *ai = NULL, *p;
   struct timeval tv = {5, 0};
-  char service[16], req[512], resp[256];
+  char service[16], shown[300];
   const char *target = host;
-  int fd = -1, rc, status = 0;
-  size_t got = 0;
-  ssize_t n;
+  int fd = -1, rc;
 
   /* A wildcard listen address is reachable on loopback. */
   if (strcmp(host, "0.0.0.0") == 0 || *host == '\0')
@@ -53,24 +96,6 @@ int srv_http_healthcheck(const char *host, int port)
             target, port);
     return -1;
   }
-  snprintf(req, sizeof req,
-           "GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
-           target);
-  if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
-    fprintf(stderr, "%s: healthcheck: cannot send the request\n", SRV_NAME);
-    close(fd);
-    return -1;
-  }
-  /* The status line is all we need. */
-  while (got < sizeof resp - 1 && !memchr(resp, '\n', got) &&
-         (n = recv(fd, resp + got, sizeof resp - 1 - got, 0)) > 0)
-    got += (size_t)n;
-  close(fd);
-  resp[got] = '\0';
-  if (sscanf(resp, "HTTP/%*d.%*d %d", &status) != 1 || status != 200) {
-    fprintf(stderr, "%s: healthcheck: %s:%d answered '%.*s'\n", SRV_NAME,
-            target, port, (int)strcspn(resp, "\r\n"), resp);
-    return -1;
-  }
-  return 0;
+  snprintf(shown, sizeof shown, "%s:%d", target, port);
+  return ask_healthz(fd, target, shown);
 }

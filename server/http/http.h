@@ -97,5 +97,21 @@ int srv_http_queue_depth(void); /* admitted and not finished */
  * 5-second limit.  Returns 0 when the answer is 200, else -1 (with a line
  * on stderr saying why). */
 int srv_http_healthcheck(const char *host, int port);
+/* The same over the Unix-domain socket at path (--unix-socket). */
+int srv_http_healthcheck_unix(const char *path);
+
+/* ---- unix.c: the Unix-domain socket (--unix-socket) ---------------- */
+
+/* Bind and listen on path (replacing a stale socket left by a server that
+ * is gone, never a live one or another kind of file).  Returns the
+ * non-blocking listening fd, or -1 with a message naming the flag, the
+ * path and the reason in msg. */
+int srv_unix_listen(const char *path, int backlog, char *msg, size_t cap);
+/* Remove the socket file bound by srv_unix_listen, if it is still that
+ * file; later calls do nothing. */
+void srv_unix_remove(void);
+/* A connected stream socket to path with send/receive timeouts, or -1 with
+ * errno set. */
+int srv_unix_connect(const char *path, int timeout_s);
 
 #endif /* SRV_HTTP_H */

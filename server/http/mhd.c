@@ -56,6 +56,7 @@ struct srv_req {
   struct srv_err early;  /* headers of an early error (Allow, ...) */
   struct srv_buf body;
   size_t discarded;
+  size_t received;       /* body bytes read (the call may free the body) */
   unsigned long long length; /* Content-Length, 0: none (or chunked) */
   uint64_t t0_ns;
   uint64_t bytes_out;
@@ -641,6 +642,7 @@ static enum MHD_Result on_body_done(struct srv_req *rq,
   c->ts.body = srv_now_ns();
   c->body = rq->body.data ? rq->body.data : "";
   c->body_len = rq->body.len;
+  c->body_buf = rq->body.data ? &rq->body : NULL;
   c->content_type =
       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
   c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
@@ -689,6 +691,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
       return on_body_done(rq, conn);
     *upload_size = 0;
     if (srv_buf_append(&rq->body, upload, n) == 0) {
+      rq->received += n;
       /* A complete Content-Length body needs no peek: MHD calls again
        * with 0 bytes at once. */
       if (rq->length == 0 || rq->body.len < rq->length)
@@ -749,7 +752,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
     return;
   *con_cls = NULL;
   secs = (double)(srv_now_ns() - rq->t0_ns) * 1e-9;
-  in = rq->body.len + rq->discarded;
+  in = rq->discarded ? rq->discarded : rq->received;
   if (rq->status) {
     srv_metrics_request(rq->route, rq->status, secs, in, rq->bytes_out,
                         srv_call_kernel_seconds(&rq->call));
@@ -805,20 +808,30 @@ int srv_http_start(void)
   unsigned timeout, threads;
   struct MHD_OptionItem pool[2] = {{MHD_OPTION_END, 0, NULL},
                                    {MHD_OPTION_END, 0, NULL}};
-  int rc;
+  int rc, lfd = -1;
 
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   snprintf(port, sizeof port, "%d", srv_cfg.port);
-  rc = getaddrinfo(srv_cfg.host, port, &hints, &ai);
-  if (rc != 0 || !ai) {
-    srv_log("cannot resolve --host %s: %s", srv_cfg.host, gai_strerror(rc));
-    return -1;
+  if (srv_cfg.unix_socket[0]) {
+    char msg[512];
+
+    lfd = srv_unix_listen(srv_cfg.unix_socket, SOMAXCONN, msg, sizeof msg);
+    if (lfd < 0) {
+      srv_log("%s", msg);
+      return -1;
+    }
+  } else {
+    rc = getaddrinfo(srv_cfg.host, port, &hints, &ai);
+    if (rc != 0 || !ai) {
+      srv_log("cannot resolve --host %s: %s", srv_cfg.host, gai_strerror(rc));
+      return -1;
+    }
+    if (ai->ai_family == AF_INET6)
+      flags |= MHD_USE_IPv6;
   }
-  if (ai->ai_family == AF_INET6)
-    flags |= MHD_USE_IPv6;
 
   g_max_body = srv_cfg.max_body_mb * 1048576.0 >= (double)(SIZE_MAX / 2)
                    ? SIZE_MAX / 2
@@ -843,7 +856,10 @@ int srv_http_start(void)
       flags, (uint16_t)srv_cfg.port, NULL, NULL, on_request, NULL,
       /* First, so that MHD's messages about the other options use it. */
       MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
-      MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+      /* A Unix socket is handed over bound and listening (MHD closes it
+       * at stop); else MHD binds the address itself. */
+      lfd >= 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR,
+      lfd >= 0 ? (intptr_t)lfd : (intptr_t)ai->ai_addr,
       MHD_OPTION_ARRAY, pool,
       MHD_OPTION_CONNECTION_TIMEOUT, timeout,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv_cfg.max_connections,
@@ -852,10 +868,23 @@ int srv_http_start(void)
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)1 << 20,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
       MHD_OPTION_END);
-  freeaddrinfo(ai);
+  if (ai)
+    freeaddrinfo(ai);
   if (!g_daemon) {
-    srv_log("cannot listen on %s:%d", srv_cfg.host, srv_cfg.port);
+    if (lfd >= 0) {
+      srv_log("cannot serve on --unix-socket %s", srv_cfg.unix_socket);
+      close(lfd);
+      srv_unix_remove();
+    } else {
+      srv_log("cannot listen on %s:%d", srv_cfg.host, srv_cfg.port);
+    }
     return -1;
+  }
+  if (lfd >= 0) {
+    g_port = 0;
+    printf("%s listening on unix:%s\n", SRV_NAME, srv_cfg.unix_socket);
+    fflush(stdout);
+    return 0;
   }
   info = MHD_get_daemon_info(g_daemon, MHD_DAEMON_INFO_BIND_PORT);
   g_port = info ? info->port : srv_cfg.port;
@@ -877,6 +906,8 @@ void srv_http_drain(void)
   fd = MHD_quiesce_daemon(g_daemon);
   if (fd != MHD_INVALID_SOCKET)
     close(fd);
+  /* A Unix socket's path goes with it: new clients get ENOENT at once. */
+  srv_unix_remove();
 }
 
 void srv_http_stop(void)
@@ -887,4 +918,5 @@ void srv_http_stop(void)
    * pool resumes every connection it holds before it stops. */
   MHD_stop_daemon(g_daemon);
   g_daemon = NULL;
+  srv_unix_remove();
 }

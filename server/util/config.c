@@ -15,7 +15,7 @@
 
 struct srv_config srv_cfg;
 
-enum opt_type { OPT_STR, OPT_INT, OPT_NUM, OPT_KEYFILE, OPT_ACTION };
+enum opt_type { OPT_STR, OPT_PATH, OPT_INT, OPT_NUM, OPT_KEYFILE, OPT_ACTION };
 
 /* Every flag: --name, its environment variable ATTNBIAS_<NAME> (upper case,
  * '-' -> '_'), where it goes, and its valid range.  For OPT_NUM `lo` is
@@ -35,6 +35,8 @@ static const struct opt g_opts[] = {
      "listen address (default 127.0.0.1)"},
     {"port", OPT_INT, OFF(port), 0, 65535, 0,
      "listen port; 0 picks a free one and prints it (default 8080)"},
+    {"unix-socket", OPT_PATH, OFF(unix_socket), 0, 0, 0,
+     "listen on this Unix-domain socket instead of --host/--port"},
     {"threads", OPT_INT, OFF(threads), 1, 1024, 0,
      "worker pool size (default: CPUs this process may use)"},
     {"http-threads", OPT_INT, OFF(http_threads), 1, 64, 0,
@@ -56,7 +58,8 @@ static const struct opt g_opts[] = {
     {"api-key-file", OPT_KEYFILE, OFF(api_key), 0, 0, 0,
      "file whose first line is the API key (default: no key)"},
     {"healthcheck", OPT_ACTION, SRV_ACTION_HEALTHCHECK, 0, 0, 0,
-     "GET /healthz on --host/--port; exit 0 if 200, else 1"},
+     "GET /healthz on --host/--port (or --unix-socket); exit 0 if 200, "
+     "else 1"},
     {"version", OPT_ACTION, SRV_ACTION_VERSION, 0, 0, 0,
      "print the version and exit"},
     {"help", OPT_ACTION, SRV_ACTION_HELP, 0, 0, 0, "print this help and exit"},
@@ -213,6 +216,15 @@ static int set_value(struct srv_config *cfg, const struct opt *o,
     if (!*val || strlen(val) >= sizeof cfg->host)
       return failf(msg, msgcap, "%s: '%s' is not a host name or address",
                    src, val);
+    strcpy(field, val);
+    return 0;
+  case OPT_PATH:
+    /* sun_path holds the path and its terminator. */
+    if (!*val || strlen(val) >= sizeof cfg->unix_socket)
+      return failf(msg, msgcap,
+                   "%s: '%s' is not a socket path of 1 to %zu bytes (the "
+                   "limit of a Unix-domain socket address)",
+                   src, val, sizeof cfg->unix_socket - 1);
     strcpy(field, val);
     return 0;
   case OPT_INT:

@@ -105,11 +105,27 @@ class Response:
                                         self.body[:200])
 
 
-_LISTEN_RE = re.compile(r"listening on http://(\[[^\]]+\]|[^:/\s]+):(\d+)")
+_LISTEN_RE = re.compile(r"listening on (?:http://(\[[^\]]+\]|[^:/\s]+):(\d+)|unix:(\S+))")
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over a Unix-domain socket (a server run with
+    --unix-socket)."""
+
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
 
 
 class Server:
-    """One attnbiasd process on 127.0.0.1 with a port the kernel picked."""
+    """One attnbiasd process on 127.0.0.1 with a port the kernel picked (or,
+    given --unix-socket PATH, on that socket: then `unix` is the path)."""
 
     def __init__(self, binary, args=(), env=None, api_key=None):
         self.binary = binary
@@ -121,7 +137,10 @@ class Server:
             with os.fdopen(fd, "w") as f:
                 f.write(api_key + "\n")
             args += ["--api-key-file", self._keyfile]
-        self.args = ["--host", "127.0.0.1", "--port", "0"] + args
+        self.unix = None
+        if "--unix-socket" not in args:
+            args = ["--host", "127.0.0.1", "--port", "0"] + args
+        self.args = args
         full_env = dict(os.environ)
         full_env.update(env or {})
         cmd = [binary] + self.args
@@ -143,7 +162,10 @@ class Server:
         except Exception:
             self.kill()
             raise
-        self.url = self.base_url = "http://%s:%d" % (self.host, self.port)
+        if self.unix:
+            self.url = self.base_url = "http://localhost"
+        else:
+            self.url = self.base_url = "http://%s:%d" % (self.host, self.port)
 
     def _read_port(self, timeout):
         deadline = time.monotonic() + timeout
@@ -157,6 +179,9 @@ class Server:
                     break
                 buf += chunk
                 m = _LISTEN_RE.search(buf.decode("utf-8", "replace"))
+                if m and m.group(3):
+                    self.unix = m.group(3)
+                    return "localhost", None
                 if m:
                     return m.group(1).strip("[]"), int(m.group(2))
             elif self.proc.poll() is not None:
@@ -180,7 +205,10 @@ class Server:
                 hdrs[k] = v
         if isinstance(body, str):
             body = body.encode()
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout * SLOW)
+        if self.unix:
+            conn = UnixHTTPConnection(self.unix, timeout * SLOW)
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout * SLOW)
         try:
             conn.request(method, path, body=body, headers=hdrs)
             resp = conn.getresponse()
@@ -197,6 +225,11 @@ class Server:
         return self.request("POST", path, body=body, json=json, **kw)
 
     def connect(self, timeout=10):
+        if self.unix:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(timeout * SLOW)
+            s.connect(self.unix)
+            return s
         s = socket.create_connection((self.host, self.port), timeout=timeout * SLOW)
         return s
 

@@ -64,8 +64,12 @@ def shell_commands(block):
 
 
 def curl_commands(path=README):
+    """The curl commands aimed at the `make run` server (the Unix-socket
+    example starts its own server: test_unix_socket_example)."""
     out = []
     for lang, block in code_blocks("sh", path):
+        if "--unix-socket" in block:
+            continue
         out += [c for c in shell_commands(block) if c.startswith("curl ")]
     return out
 
@@ -137,6 +141,25 @@ def _c_arrays(src):
         nums = [float(x) for x in re.findall(r"-?\d+(?:\.\d*)?(?:[eE]-?\d+)?", body)]
         out[name] = np.array(nums).reshape(shape)
     return out
+
+
+def test_unix_socket_example(binary):
+    """The Unix-socket block runs as printed (its server binary and socket
+    path pointed at this build and a temporary directory): the health check
+    answers through the socket, and the server removes the file when it
+    stops."""
+    blocks = [b for _, b in code_blocks("sh") if "--unix-socket" in b]
+    assert len(blocks) == 1, "want one Unix-socket example in README.md"
+    with tempfile.TemporaryDirectory() as tmp:
+        sock = os.path.join(tmp, "attnbiasd.sock")
+        script = blocks[0].replace("build/attnbiasd", binary).replace(
+            "/tmp/attnbiasd.sock", sock)
+        assert script != blocks[0], "the example no longer names build/attnbiasd"
+        p = subprocess.run(["bash", "-c", script + "\nwait\n"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert '{"status":"ok"}' in p.stdout, p.stdout
+        assert not os.path.exists(sock), "the socket file outlived the server"
 
 
 def test_c_example(binary):

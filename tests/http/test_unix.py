@@ -1,0 +1,171 @@
+"""test_unix.py: attnbiasd on a Unix-domain socket (--unix-socket).
+
+- Every route answers over the socket; a streamed binary attention answer
+  (1 MiB or more) and a JSON one are compared with a float64 numpy
+  reference, through the Python client's `unix_socket` and through raw
+  http.client; several requests share one kept-alive connection.
+- The socket file exists while the server listens and is gone after
+  SIGTERM.
+- The path is never taken from someone else: a live server's socket and a
+  regular file are refused (exit 1, the file untouched, the live server
+  still answering), a stale socket (nothing listening) is replaced, and a
+  path too long for a socket address is a usage error (exit 2).
+- --healthcheck with --unix-socket: 0 against the live socket, 1 once it
+  is gone.
+
+Tests follow tests/http/run.py's convention; run alone with
+    /usr/bin/python3 tests/http/run.py tests/http/test_unix.py
+"""
+
+import json
+import math
+import os
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+import run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "api", "python"))
+
+from attnbias_client import Client  # noqa: E402
+
+
+def ref_attention(q, k, v, causal):
+    """float64 softmax(q k^T / sqrt(d) + causal mask) v, bottom-right."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    nq, nk = q.shape[-2], k.shape[-2]
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        pq = np.arange(nq)[:, None] + nk - nq
+        s = np.where(np.arange(nk)[None, :] > pq, -np.inf, s)
+    s = s - s.max(axis=-1, keepdims=True)
+    p = np.exp(s)
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+def sock_path(tmp, name="attnbiasd.sock"):
+    return os.path.join(tmp, name)
+
+
+def cli(binary, *args):
+    return subprocess.run([binary] + list(args), capture_output=True, text=True,
+                          timeout=30 * run.SLOW)
+
+
+def test_routes_and_attention_over_the_socket(start):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = sock_path(tmp)
+        srv = start("--unix-socket", path)
+        assert srv.unix == path
+        assert stat.S_ISSOCK(os.lstat(path).st_mode)
+        for route in ("/healthz", "/readyz", "/metrics", "/openapi.yaml", "/v1/methods"):
+            r = srv.get(route)
+            assert r.status == 200, (route, r)
+        r = srv.post("/v1/bias", json={"method": "alibi", "num_heads": 2,
+                                       "q_len": 3, "k_len": 3})
+        assert r.status == 200, r
+        slopes = [2.0 ** -4, 2.0 ** -8]       # ALiBi, 2 heads
+        table = np.array(r.json()["bias"]["data"]).reshape(2, 3, 3)
+        dist = np.abs(np.arange(3)[:, None] - np.arange(3)[None, :])
+        np.testing.assert_allclose(table, -np.array(slopes)[:, None, None] * dist,
+                                   rtol=1e-6)
+
+        rng = np.random.default_rng(5)
+        ab = Client(unix_socket=path)
+        try:
+            # 8 x 256 x 128 float32 out = 1 MiB: the streamed binary path.
+            q = rng.standard_normal((1, 8, 256, 128)).astype(np.float32)
+            k = rng.standard_normal((1, 8, 256, 128)).astype(np.float32)
+            v = rng.standard_normal((1, 8, 256, 128)).astype(np.float32)
+            out = ab.attention(q, k, v, causal=True)
+            assert ab.last_timing.get("stream") is True, ab.last_headers
+            np.testing.assert_allclose(out, ref_attention(q, k, v, True),
+                                       rtol=1e-4, atol=1e-5)
+            # Small: JSON with base64, same kept-alive connection.
+            qs = rng.standard_normal((1, 2, 5, 8)).astype(np.float32)
+            out = ab.attention(qs, qs, qs)
+            np.testing.assert_allclose(out, ref_attention(qs, qs, qs, False),
+                                       rtol=1e-5, atol=1e-6)
+            assert repr(ab).endswith("unix_socket=%r)" % path)
+        finally:
+            ab.close()
+        m = srv.metrics()
+        key = ("attnbias_requests_total",
+               frozenset({("route", "attention"), ("status", "200")}))
+        assert m.get(key) == 2.0, m.get(key)
+        assert srv.stop() == 0
+        assert not os.path.exists(path), "the socket file outlived the server"
+
+
+def test_path_is_never_taken_from_others(binary, start):
+    with tempfile.TemporaryDirectory() as tmp:
+        # A stale socket: bound, then its owner went away without unlinking.
+        stale = sock_path(tmp, "stale.sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(stale)
+        s.close()
+        assert stat.S_ISSOCK(os.lstat(stale).st_mode)
+        srv = start("--unix-socket", stale)
+        assert srv.get("/healthz").status == 200
+
+        # A live server's socket is refused; the live server goes on.
+        r = cli(binary, "--unix-socket", stale)
+        assert r.returncode == 1, r
+        assert "another server is listening" in r.stderr and stale in r.stderr, r.stderr
+        assert srv.get("/healthz").status == 200
+
+        # A regular file is refused and left alone.
+        plain = sock_path(tmp, "plain")
+        with open(plain, "w") as f:
+            f.write("keep me\n")
+        r = cli(binary, "--unix-socket", plain)
+        assert r.returncode == 1 and "not a socket" in r.stderr, r
+        with open(plain) as f:
+            assert f.read() == "keep me\n"
+
+        # Longer than sun_path holds: a usage error naming the flag.
+        long_path = os.path.join(tmp, "x" * 120)
+        r = cli(binary, "--unix-socket", long_path)
+        assert r.returncode == 2 and "--unix-socket" in r.stderr, r
+        r = subprocess.run([binary], capture_output=True, text=True, timeout=30 * run.SLOW,
+                           env=dict(os.environ, ATTNBIAS_UNIX_SOCKET=""))
+        assert r.returncode == 2 and "ATTNBIAS_UNIX_SOCKET" in r.stderr, r
+
+        # A directory that does not exist: exit 1 with the reason.
+        r = cli(binary, "--unix-socket", os.path.join(tmp, "no", "such.sock"))
+        assert r.returncode == 1 and "No such file" in r.stderr, r
+
+
+def test_healthcheck_over_the_socket(binary, start):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = sock_path(tmp)
+        srv = start("--unix-socket", path)
+        r = cli(binary, "--healthcheck", "--unix-socket", path)
+        assert r.returncode == 0, r
+        r = subprocess.run([binary, "--healthcheck"], capture_output=True, text=True,
+                           timeout=30 * run.SLOW,
+                           env=dict(os.environ, ATTNBIAS_UNIX_SOCKET=path))
+        assert r.returncode == 0, r
+        assert srv.stop() == 0
+        r = cli(binary, "--healthcheck", "--unix-socket", path)
+        assert r.returncode == 1 and "unix:" + path in r.stderr, r
+
+
+def test_raw_http_over_the_socket(start):
+    """Framing errors and problem+json behave as over TCP."""
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = start("--unix-socket", sock_path(tmp))
+        r = srv.post("/v1/bias", json={"method": "alibi", "num_heads": 0,
+                                       "q_len": 3, "k_len": 3})
+        run.check_problem(r, 400, field="/num_heads")
+        out = srv.raw(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert out.startswith(b"HTTP/1.1 200"), out[:200]
+        body = out.split(b"\r\n\r\n", 1)[1]
+        assert json.loads(body) == {"status": "ok"}, body
