@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,9 @@ static const char g_small_body[] =
     "\"k_len\": 16}";
 
 static char g_tmp[64]; /* this run's temporary directory */
+/* The socket of the attnbiasd started with --unix-socket; http_do with
+ * port 0 goes there. */
+static char g_unix[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
 /* ==== processes ========================================================== */
 
@@ -255,6 +259,7 @@ static int http_do(int port, const char *method, const char *path,
                    size_t blen, struct http_resp *r, double timeout)
 {
   struct sockaddr_in sa;
+  struct sockaddr_un su;
   struct timeval tv;
   char hdr[512];
   size_t cap = r->body ? r->cap : 0, have = 0, hend = 0, clen = 0;
@@ -264,22 +269,30 @@ static int http_do(int port, const char *method, const char *path,
 
   memset(r, 0, sizeof *r);
   r->read_ms = r->compute_ms = -1.0;
-  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  fd = socket(port ? AF_INET : AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     free(buf);
     return -1;
   }
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons((uint16_t)port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   tv.tv_sec = (time_t)timeout;
   tv.tv_usec = (suseconds_t)((timeout - (double)tv.tv_sec) * 1e6);
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-    goto fail;
+  if (port) {
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+      goto fail;
+  } else {
+    memset(&su, 0, sizeof su);
+    su.sun_family = AF_UNIX;
+    memcpy(su.sun_path, g_unix, sizeof g_unix);
+    if (connect(fd, (struct sockaddr *)&su, sizeof su) != 0)
+      goto fail;
+  }
   hl = snprintf(hdr, sizeof hdr,
                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
                 "Connection: close\r\n%s%s%s%s%s%s"
@@ -393,8 +406,12 @@ static int http_do(int port, const char *method, const char *path,
   r->cap = cap;
   return 0;
 fail:
-  printf("  HTTP %s %s: cannot connect to 127.0.0.1:%d: %s\n", method, path,
-         port, strerror(errno));
+  if (port)
+    printf("  HTTP %s %s: cannot connect to 127.0.0.1:%d: %s\n", method,
+           path, port, strerror(errno));
+  else
+    printf("  HTTP %s %s: cannot connect to unix:%s: %s\n", method, path,
+           g_unix, strerror(errno));
   if (fd >= 0)
     close(fd);
   free(buf);
@@ -410,10 +427,11 @@ struct server {
   char out[128], err[128];
 };
 
-/* Start a server printing its port on stdout and wait (10 s at most) until
- * it is bound and answers GET path with 200. */
+/* Start a server printing its port on stdout (or, use_unix set, listening on
+ * g_unix) and wait (10 s at most) until it is bound and answers GET path
+ * with 200. */
 static int server_start(struct server *s, const char *label, char *const argv[],
-                        const char *ready_path)
+                        const char *ready_path, int use_unix)
 {
   double end = bench_now() + 10.0;
   struct http_resp r = {0};
@@ -428,7 +446,7 @@ static int server_start(struct server *s, const char *label, char *const argv[],
     printf("  cannot start %s: %s\n", argv[0], strerror(errno));
     return -1;
   }
-  while (bench_now() < end && !s->port) {
+  while (!use_unix && bench_now() < end && !s->port) {
     char *text = slurp(s->out, NULL);
 
     if (text)
@@ -447,7 +465,18 @@ static int server_start(struct server *s, const char *label, char *const argv[],
     if (!s->port)
       usleep(20000);
   }
-  while (s->port && bench_now() < end) {
+  while ((s->port || use_unix) && bench_now() < end) {
+    if (use_unix && waitpid(s->pid, &status, WNOHANG) == s->pid) {
+      bench_child_remove(s->pid);
+      printf("  %s exited at start (status %d; stderr in %s)\n", label,
+             status, s->err);
+      s->pid = -1;
+      return -1;
+    }
+    if (use_unix && access(g_unix, F_OK) != 0) { /* not bound yet */
+      usleep(20000);
+      continue;
+    }
     if (http_do(s->port, "GET", ready_path, NULL, NULL, NULL, 0, &r, 2.0) ==
             0 &&
         r.status == 200) {
@@ -639,7 +668,7 @@ static void http_small(int port_ours, const char *bare_bin, int threads)
     printf("   (no bare server at %s: bare_rps is null)\n",
            bare_bin ? bare_bin : "(none)");
     bare.pid = -1;
-  } else if (server_start(&bare, "bare-server", bargv, "/") != 0) {
+  } else if (server_start(&bare, "bare-server", bargv, "/", 0) != 0) {
     bare.pid = -1;
   }
   http_resp_free(&r);
@@ -684,7 +713,10 @@ static void http_small(int port_ours, const char *bare_bin, int threads)
   res_end();
 }
 
-static void http_attention(struct bench_pool *pool, int port, pid_t server)
+/* One binary attention request over TCP (port) and, with use_unix set, the
+ * same over the Unix socket g_unix, interleaved with the in-process run. */
+static void http_attention(struct bench_pool *pool, int port, pid_t server,
+                           int use_unix)
 {
   const int h = 32, n = g_opt.quick ? 512 : 2048, d = 128;
   const size_t per = (size_t)h * n * d;
@@ -695,6 +727,7 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server)
    * the in-process run's threads.  The wall time of a request cannot fall
    * below (server + client CPU) / cores when both share the machine. */
   struct bench_samples cpu_srv = {0}, cpu_cli = {0}, cpu_kern = {0};
+  struct bench_samples uhttp = {0}, usread = {0};
   cpu_set_t cpus;
   int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
                                                            : 0;
@@ -755,6 +788,22 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server)
       bench_samples_add(&kern, dt * 1e3);
       bench_samples_add(&cpu_kern, (c1 - c0) * 1e3);
     }
+    if (use_unix) {
+      t0 = bench_now();
+      if (http_do(0, "POST", "/v1/attention", "application/vnd.safetensors",
+                  "application/vnd.safetensors", body, blen, &resp,
+                  120.0) != 0 ||
+          resp.status != 200) {
+        printf("   (the Unix-socket request failed: status %d)\n",
+               resp.status);
+        use_unix = 0;
+      } else if (r >= 0) {
+        bench_samples_add(&uhttp, (bench_now() - t0) * 1e3);
+        if (resp.read_ms >= 0)
+          bench_samples_add(&usread, resp.read_ms);
+      }
+      http_resp_keep(&resp);
+    }
   }
   if (http.n && kern.n) {
     printf("   http_attention N=%d: %.1f ms [%.1f-%.1f] (response %.1f MB); "
@@ -788,6 +837,12 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server)
              bench_median(&cpu_kern), ncpu, floor_ms,
              floor_ms / bench_median(&kern));
     }
+    if (uhttp.n)
+      printf("   over the Unix socket (--unix-socket): %.1f ms [%.1f-%.1f] "
+             "-> %.2fx; body read %.1f ms\n",
+             bench_median(&uhttp), bench_min(&uhttp), bench_max(&uhttp),
+             bench_median(&uhttp) / bench_median(&kern),
+             usread.n ? bench_median(&usread) : -1.0);
     res_begin("http_attention");
     res_int("N", n);
     res_num("ms_median", bench_median(&http));
@@ -801,6 +856,11 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server)
       res_num("client_cpu_ms", bench_median(&cpu_cli));
       res_num("kernel_cpu_ms", bench_median(&cpu_kern));
       res_int("cores", ncpu);
+    }
+    if (uhttp.n) {
+      res_num("unix_ms_median", bench_median(&uhttp));
+      if (usread.n)
+        res_num("unix_server_read_ms", bench_median(&usread));
     }
     res_end();
   }
@@ -817,7 +877,8 @@ static void rm_tmp(void)
 {
   static const char *const names[] = {
       "attnbiasd.out", "attnbiasd.err", "bare-server.out", "bare-server.err",
-      "wrk.out",       "wrk.err",       "small.json",      "small.resp"};
+      "wrk.out",       "wrk.err",       "small.json",      "small.resp",
+      "attnbiasd-unix.out", "attnbiasd-unix.err", "attnbiasd.sock"};
   char p[160];
   size_t i;
 
@@ -863,7 +924,7 @@ void bench_service(struct bench_pool *pool)
   argv[i++] = "--http-threads";
   argv[i++] = hthr;
   argv[i] = NULL;
-  if (server_start(&ours, "attnbiasd", argv, "/healthz") != 0) {
+  if (server_start(&ours, "attnbiasd", argv, "/healthz", 0) != 0) {
     bench_skip("service rows", "attnbiasd did not start");
     rm_tmp();
     return;
@@ -873,7 +934,29 @@ void bench_service(struct bench_pool *pool)
     http_small(ours.port, g_opt.bare, http_threads);
   else
     bench_skip("http_small", "wrk is not installed (apt-get install wrk)");
-  http_attention(pool, ours.port, ours.pid);
+  {
+    /* The same server on a Unix socket, for the same request. */
+    struct server us;
+    char *uargv[12];
+    int k = 0, ok;
+
+    snprintf(g_unix, sizeof g_unix, "%s/attnbiasd.sock", g_tmp);
+    uargv[k++] = (char *)g_opt.server;
+    uargv[k++] = "--unix-socket";
+    uargv[k++] = g_unix;
+    uargv[k++] = "--threads";
+    uargv[k++] = thr;
+    uargv[k++] = "--http-threads";
+    uargv[k++] = hthr;
+    uargv[k] = NULL;
+    ok = server_start(&us, "attnbiasd-unix", uargv, "/healthz", 1) == 0;
+    if (!ok)
+      printf("   (no attnbiasd on a Unix socket: http_attention over TCP "
+             "only)\n");
+    http_attention(pool, ours.port, ours.pid, ok);
+    if (ok)
+      stop(us.pid);
+  }
   stop(ours.pid);
   rm_tmp();
 }
