@@ -808,6 +808,8 @@ int srv_http_start(void)
   unsigned timeout, threads;
   struct MHD_OptionItem pool[2] = {{MHD_OPTION_END, 0, NULL},
                                    {MHD_OPTION_END, 0, NULL}};
+  struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL},
+                                    {MHD_OPTION_END, 0, NULL}};
   int rc, lfd = -1;
 
   memset(&hints, 0, sizeof hints);
@@ -847,6 +849,14 @@ int srv_http_start(void)
   if (threads > (unsigned)srv_cfg.max_connections)
     threads = (unsigned)srv_cfg.max_connections;
 
+  /* A Unix socket is handed over bound and listening (MHD closes it at
+   * stop); else MHD binds the address itself.  The array form carries
+   * either kind of value with its own type. */
+  if (lfd >= 0)
+    where[0] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, lfd, NULL};
+  else
+    where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
+
   /* A pool of one polling thread is no pool: MHD warns if asked for it. */
   if (threads > 1)
     pool[0] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE,
@@ -856,10 +866,7 @@ int srv_http_start(void)
       flags, (uint16_t)srv_cfg.port, NULL, NULL, on_request, NULL,
       /* First, so that MHD's messages about the other options use it. */
       MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
-      /* A Unix socket is handed over bound and listening (MHD closes it
-       * at stop); else MHD binds the address itself. */
-      lfd >= 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR,
-      lfd >= 0 ? (intptr_t)lfd : (intptr_t)ai->ai_addr,
+      MHD_OPTION_ARRAY, where,
       MHD_OPTION_ARRAY, pool,
       MHD_OPTION_CONNECTION_TIMEOUT, timeout,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv_cfg.max_connections,
