@@ -42,8 +42,8 @@ details of the server (``status``, ``type``, ``title``, ``detail``, ``field``
 
 A Client keeps one HTTP/1.1 connection open; use one Client per thread.
 ``Client(unix_socket="/run/attnbias/attnbias.sock")`` talks to a server
-started with ``--unix-socket`` on the same host (large bodies travel about
-twice as fast as over loopback TCP).
+started with ``--unix-socket`` on the same host (a 100 MB body arrives in
+13-27 ms against 24-38 ms over loopback TCP, measured on a 2-core VM).
 """
 
 import base64
