@@ -120,10 +120,15 @@ int srv_unix_listen(const char *path, int backlog, char *msg, size_t cap)
     snprintf(msg, cap, "--unix-socket %s: socket: %s", path, strerror(errno));
     return -1;
   }
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      listen(fd, backlog) != 0 || stat(path, &st) != 0) {
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
     snprintf(msg, cap, "--unix-socket %s: %s", path, strerror(errno));
     close(fd);
+    return -1;
+  }
+  if (listen(fd, backlog) != 0 || stat(path, &st) != 0) {
+    snprintf(msg, cap, "--unix-socket %s: %s", path, strerror(errno));
+    close(fd);
+    unlink(path); /* the file bind just made */
     return -1;
   }
   memcpy(g_path, path, strlen(path) + 1);
