@@ -159,4 +159,15 @@ int srv_codec__output_dtype(const struct srv_call *c,
 int srv_codec__emit_bytes(struct srv_call *c, const void *p, size_t n,
                           struct srv_err *err);
 
+/* The little-endian uint64 at p (safetensors' header length). */
+static inline uint64_t srv_codec__rd_le64(const unsigned char *p)
+{
+  uint64_t v = 0;
+  int i;
+
+  for (i = 7; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
 #endif /* SRV_CODEC_INTERNAL_H */

@@ -27,15 +27,6 @@ static const char *st_dtype_name(int dtype)
   return NULL;
 }
 
-static uint64_t rd_le64(const unsigned char *p)
-{
-  uint64_t v = 0;
-  int i;
-  for (i = 7; i >= 0; i--)
-    v = v << 8 | p[i];
-  return v;
-}
-
 static void wr_le64(unsigned char *p, uint64_t v)
 {
   int i;
@@ -172,7 +163,7 @@ int srv_codec__st_decode(struct srv_call *c, struct srv_err *err)
     return srv_fail(err, 400, NULL,
                     "the safetensors body is %zu bytes; it needs at least the "
                     "8-byte header length", c->body_len);
-  hlen = rd_le64(body);
+  hlen = srv_codec__rd_le64(body);
   if (hlen > c->body_len - 8)
     return srv_fail(err, 400, NULL,
                     "the safetensors header length %llu exceeds the body "

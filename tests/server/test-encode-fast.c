@@ -68,16 +68,6 @@ static void add_output(struct srv_call *c, const char *name, float *data,
   ab_tensor_init(&o->t, data, AB_DTYPE_F32, ndim, shape);
 }
 
-static uint64_t rd_le64(const unsigned char *p)
-{
-  uint64_t v = 0;
-  int i;
-
-  for (i = 7; i >= 0; i--)
-    v = v << 8 | p[i];
-  return v;
-}
-
 /* Outputs small "a" [5], large "big" [64, 1024] (256 KiB), small "lse"
  * [16] after it, and a scalar.  With segments allowed, "a" is copied,
  * "big" is sent from its own memory, and "lse" -- small, but after a
@@ -127,7 +117,7 @@ TEST(encode_safetensors_segments_are_the_copied_bytes)
   CHECK(memcmp(w, flat.resp_body.data, wlen) == 0);
 
   /* And by the format: every tensor's bytes at its data_offsets. */
-  hl = rd_le64((const unsigned char *)w);
+  hl = srv_codec__rd_le64((const unsigned char *)w);
   CHECK_EQ_I64(wlen, 8 + hl + sizeof a + 64 * 1024 * sizeof(float) +
                          sizeof lse);
   hdr = json_loadb(w + 8, hl, 0, NULL);
@@ -182,7 +172,7 @@ TEST(encode_safetensors_segment_of_a_converted_tensor)
   CHECK(w != NULL);
   CHECK_EQ_I64(wlen, flat.resp_body.len);
   CHECK(memcmp(w, flat.resp_body.data, wlen) == 0);
-  hl = rd_le64((const unsigned char *)w);
+  hl = srv_codec__rd_le64((const unsigned char *)w);
   CHECK(strstr(seg.resp_body.data + 8, "\"F16\"") != NULL);
   h = seg.resp_seg[0].data;
   for (i = 0; i < n; i += 997) {
