@@ -111,6 +111,7 @@ struct srv_config {
   char host[256];
   int port;
   char unix_socket[108];   /* "" : TCP on host:port; else this socket path */
+  int unix_socket_mode;    /* its permissions; -1: as the umask makes them */
   int threads;             /* worker pool size */
   int max_queue;           /* admitted but unfinished requests */
   double max_body_mb;

@@ -103,10 +103,12 @@ int srv_http_healthcheck_unix(const char *path);
 /* ---- unix.c: the Unix-domain socket (--unix-socket) ---------------- */
 
 /* Bind and listen on path (replacing a stale socket left by a server that
- * is gone, never a live one or another kind of file).  Returns the
- * non-blocking listening fd, or -1 with a message naming the flag, the
- * path and the reason in msg. */
-int srv_unix_listen(const char *path, int backlog, char *msg, size_t cap);
+ * is gone, never a live one or another kind of file), with permissions
+ * mode (-1: as the umask makes them).  Returns the non-blocking listening
+ * fd, or -1 with a message naming the flag, the path and the reason in
+ * msg. */
+int srv_unix_listen(const char *path, int mode, int backlog, char *msg,
+                    size_t cap);
 /* Remove the socket file bound by srv_unix_listen, if it is still that
  * file; later calls do nothing. */
 void srv_unix_remove(void);

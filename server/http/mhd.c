@@ -820,7 +820,8 @@ int srv_http_start(void)
   if (srv_cfg.unix_socket[0]) {
     char msg[512];
 
-    lfd = srv_unix_listen(srv_cfg.unix_socket, SOMAXCONN, msg, sizeof msg);
+    lfd = srv_unix_listen(srv_cfg.unix_socket, srv_cfg.unix_socket_mode,
+                          SOMAXCONN, msg, sizeof msg);
     if (lfd < 0) {
       srv_log("%s", msg);
       return -1;

@@ -5,7 +5,8 @@
  * volume in a pod) skips the TCP/IP stack: a 100 MB safetensors body
  * arrives in about half the time it takes over loopback TCP, where the
  * congestion control paces it.  Access is the file's: the socket is
- * created with the process's umask, in a directory the operator chose.
+ * created with the process's umask, or --unix-socket-mode, in a directory
+ * the operator chose.
  *
  * The path is ours only while we listen on it: a stale socket left by a
  * server that died is replaced, a live one (another server answers on it)
@@ -102,7 +103,8 @@ static int clear_stale(const char *path, char *msg, size_t cap)
   return 0;
 }
 
-int srv_unix_listen(const char *path, int backlog, char *msg, size_t cap)
+int srv_unix_listen(const char *path, int mode, int backlog, char *msg,
+                    size_t cap)
 {
   struct sockaddr_un a;
   struct stat st;
@@ -123,6 +125,15 @@ int srv_unix_listen(const char *path, int backlog, char *msg, size_t cap)
   if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
     snprintf(msg, cap, "--unix-socket %s: %s", path, strerror(errno));
     close(fd);
+    return -1;
+  }
+  /* The mode is set before listen: until then a connect is refused, so
+   * nobody gets in under the umask's permissions. */
+  if (mode >= 0 && chmod(path, (mode_t)mode) != 0) {
+    snprintf(msg, cap, "--unix-socket-mode %o on %s: %s", (unsigned)mode,
+             path, strerror(errno));
+    close(fd);
+    unlink(path);
     return -1;
   }
   if (listen(fd, backlog) != 0 || stat(path, &st) != 0) {

@@ -15,7 +15,15 @@
 
 struct srv_config srv_cfg;
 
-enum opt_type { OPT_STR, OPT_PATH, OPT_INT, OPT_NUM, OPT_KEYFILE, OPT_ACTION };
+enum opt_type {
+  OPT_STR,
+  OPT_PATH,
+  OPT_MODE,
+  OPT_INT,
+  OPT_NUM,
+  OPT_KEYFILE,
+  OPT_ACTION
+};
 
 /* Every flag: --name, its environment variable ATTNBIAS_<NAME> (upper case,
  * '-' -> '_'), where it goes, and its valid range.  For OPT_NUM `lo` is
@@ -37,6 +45,9 @@ static const struct opt g_opts[] = {
      "listen port; 0 picks a free one and prints it (default 8080)"},
     {"unix-socket", OPT_PATH, OFF(unix_socket), 0, 0, 0,
      "listen on this Unix-domain socket instead of --host/--port"},
+    {"unix-socket-mode", OPT_MODE, OFF(unix_socket_mode), 0, 0777, 0,
+     "permissions of the socket file, octal like 660 (default: from the "
+     "umask)"},
     {"threads", OPT_INT, OFF(threads), 1, 1024, 0,
      "worker pool size (default: CPUs this process may use)"},
     {"http-threads", OPT_INT, OFF(http_threads), 1, 64, 0,
@@ -227,6 +238,18 @@ static int set_value(struct srv_config *cfg, const struct opt *o,
                    src, val, sizeof cfg->unix_socket - 1);
     strcpy(field, val);
     return 0;
+  case OPT_MODE:
+    /* Octal digits only (chmod's notation): "660", "0660". */
+    errno = 0;
+    l = strtoll(val, &end, 8);
+    if (!*val || *end || errno || strspn(val, "01234567") != strlen(val) ||
+        l < 0 || l > (long long)o->hi)
+      return failf(msg, msgcap,
+                   "%s: '%s' is not a file mode in octal, 0 to 0777 (e.g. "
+                   "660)",
+                   src, val);
+    *(int *)(void *)field = (int)l;
+    return 0;
   case OPT_INT:
     errno = 0;
     l = strtoll(val, &end, 10);
@@ -266,6 +289,7 @@ static void defaults(struct srv_config *cfg)
   cfg->timeout_s = 30;
   cfg->max_connections = 1024;
   cfg->drain_s = 30;
+  cfg->unix_socket_mode = -1; /* the umask decides */
 }
 
 int srv_config_load(struct srv_config *cfg, int argc, char **argv,
@@ -330,6 +354,11 @@ int srv_config_load(struct srv_config *cfg, int argc, char **argv,
       return -1;
   }
 
+  if (cfg->unix_socket_mode >= 0 && !cfg->unix_socket[0])
+    return failf(msg, msgcap,
+                 "--unix-socket-mode (ATTNBIAS_UNIX_SOCKET_MODE) %o is set "
+                 "but there is no --unix-socket to apply it to",
+                 (unsigned)cfg->unix_socket_mode);
   if (cfg->threads == 0)
     cfg->threads = srv_config_cpus();
   if (cfg->threads > 1024)

@@ -12,11 +12,16 @@
   path too long for a socket address is a usage error (exit 2).
 - --healthcheck with --unix-socket: 0 against the live socket, 1 once it
   is gone.
+- --unix-socket-mode sets the file's permissions whatever the umask, and
+  they decide who may connect (checked as user nobody when run as root);
+  a mode that is not octal 0..0777, or one without a socket, is a usage
+  error.
 
 Tests follow tests/http/run.py's convention; run alone with
     /usr/bin/python3 tests/http/run.py tests/http/test_unix.py
 """
 
+import errno
 import json
 import math
 import os
@@ -169,3 +174,47 @@ def test_raw_http_over_the_socket(start):
         assert out.startswith(b"HTTP/1.1 200"), out[:200]
         body = out.split(b"\r\n\r\n", 1)[1]
         assert json.loads(body) == {"status": "ok"}, body
+
+
+def connect_as_nobody(path):
+    """errno of connect(path) made by user nobody (0 on success)."""
+    code = ("import socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "try:\n"
+            "    s.connect(sys.argv[1])\n"
+            "except OSError as e:\n"
+            "    sys.exit(e.errno)\n")
+    return subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup",
+                           "--clear-groups", sys.executable, "-c", code, path],
+                          timeout=30 * run.SLOW).returncode
+
+
+def test_socket_mode(binary, start):
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)  # others may reach the socket; its mode decides
+        for mode, umask in ((0o600, 0o000), (0o666, 0o077)):
+            path = sock_path(tmp, "m%o.sock" % mode)
+            old = os.umask(umask)  # the server inherits it
+            try:
+                srv = start("--unix-socket", path, "--unix-socket-mode", "%o" % mode)
+            finally:
+                os.umask(old)
+            assert stat.S_IMODE(os.lstat(path).st_mode) == mode, oct(os.lstat(path).st_mode)
+            assert srv.get("/healthz").status == 200
+            if os.geteuid() == 0:
+                got = connect_as_nobody(path)
+                assert got == (0 if mode == 0o666 else errno.EACCES), (oct(mode), got)
+            assert srv.stop() == 0
+
+        path = sock_path(tmp)
+        for bad in ("9", "1777", "rw", "", "-1", "0x1ff"):
+            r = cli(binary, "--unix-socket", path, "--unix-socket-mode", bad)
+            assert r.returncode == 2, (bad, r)
+            assert "--unix-socket-mode" in r.stderr and "'%s'" % bad in r.stderr, r.stderr
+        r = cli(binary, "--unix-socket-mode", "660")
+        assert r.returncode == 2 and "no --unix-socket" in r.stderr, r
+        r = subprocess.run([binary, "--unix-socket", path], capture_output=True, text=True,
+                           timeout=30 * run.SLOW,
+                           env=dict(os.environ, ATTNBIAS_UNIX_SOCKET_MODE="888"))
+        assert r.returncode == 2 and "ATTNBIAS_UNIX_SOCKET_MODE" in r.stderr, r
+        assert not os.path.exists(path)
