@@ -830,12 +830,19 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server,
     if (cpu_srv.n && ncpu > 0) {
       double floor_ms =
           (bench_median(&cpu_srv) + bench_median(&cpu_cli)) / ncpu;
+      /* A server whose only CPU time were the kernel's (no receiving,
+       * copying or sending of its own) against the same client. */
+      double ideal_ms =
+          (bench_median(&cpu_kern) + bench_median(&cpu_cli)) / ncpu;
       printf("   CPU per request (medians): server %.1f ms, client %.1f ms; "
              "in process %.1f ms.  Sharing %d cores, the request needs at "
-             "least %.1f ms of wall time (%.2fx the in-process kernel)\n",
+             "least %.1f ms of wall time (%.2fx the in-process kernel); a "
+             "server spending no CPU beyond the kernel's would still need "
+             "%.1f ms (%.2fx)\n",
              bench_median(&cpu_srv), bench_median(&cpu_cli),
              bench_median(&cpu_kern), ncpu, floor_ms,
-             floor_ms / bench_median(&kern));
+             floor_ms / bench_median(&kern), ideal_ms,
+             ideal_ms / bench_median(&kern));
     }
     if (uhttp.n)
       printf("   over the Unix socket (--unix-socket): %.1f ms [%.1f-%.1f] "
