@@ -452,7 +452,16 @@ class Client:
         for attempt in (0, 1):
             conn = self._connection()
             try:
-                conn.request(method, self._prefix + path, body=body, headers=hdrs)
+                try:
+                    conn.request(method, self._prefix + path, body=body,
+                                 headers=hdrs)
+                except (BrokenPipeError, ConnectionResetError):
+                    # A body far over the server's cap is refused with its
+                    # headers and the connection cut before the body is
+                    # read: the answer (413) is waiting to be read.  On a
+                    # connection closed while idle there is none, and
+                    # getresponse raises what leads to the retry below.
+                    pass
                 resp = conn.getresponse()
                 data = resp.read()
             except (http.client.RemoteDisconnected, ConnectionResetError,

@@ -24,11 +24,20 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A chunked body over the cap cannot be answered while it streams in (MHD
- * queues responses only before or after the body), so up to this many
- * further bytes are read and dropped to be able to send the 413; past
- * that the connection is closed. */
-#define DISCARD_MAX ((size_t)8 << 20)
+/* A request refused with its headers (401, 404, 413, 503, ...) may have a
+ * body on the way.  Most clients send the whole body before they read
+ * anything (Python's http.client and urllib, requests, most HTTP clients
+ * of other languages: all but those sending Expect: 100-continue), and a
+ * connection closed on unread bytes is reset, so they would see a broken
+ * pipe instead of the answer.  The body is therefore read and dropped,
+ * never stored, and the answer sent at its end on a connection that stays
+ * usable -- as long as the body, declared or counted so far, is at most
+ * the cap plus one more cap (at least DISCARD_SLACK): a larger one is cut
+ * at once, the client learning nothing more than before.  MHD queues
+ * responses only before or after a body, so there is no answering half
+ * way.  Clients that send Expect: 100-continue are answered at once: they
+ * wait for it before sending the body. */
+#define DISCARD_SLACK ((unsigned long long)64 << 20)
 
 /* Bytes MHD asks a streamed response for at a time (its send buffer). */
 #define STREAM_BLOCK ((size_t)256 << 10)
@@ -38,7 +47,7 @@
 
 enum stage {
   STAGE_BODY,    /* collecting the body */
-  STAGE_DISCARD, /* chunked body over the cap: dropping the rest */
+  STAGE_DISCARD, /* refused: dropping the body, answering at its end */
   STAGE_POOL,    /* suspended, the call is on the pool */
   STAGE_READY,   /* the response is in rq->call, to be queued */
   STAGE_SENT     /* a response has been queued */
@@ -52,6 +61,8 @@ struct srv_req {
   int route;             /* index in the route table, -1: none */
   int admitted;          /* holds a --max-queue slot */
   int close;             /* send Connection: close */
+  int has_body;          /* a body follows the headers */
+  int may_discard;       /* a refusal may wait for the body's end */
   int status;            /* status queued, 0: none */
   struct srv_err early;  /* headers of an early error (Allow, ...) */
   struct srv_buf body;
@@ -66,6 +77,7 @@ struct srv_req {
 
 static struct MHD_Daemon *g_daemon;
 static int g_port;
+static unsigned long long g_discard_max; /* see DISCARD_SLACK */
 static _Atomic int g_draining;
 static _Atomic int g_inflight; /* requests begun, not completed */
 static _Atomic int g_queue;    /* admitted, not finished */
@@ -271,21 +283,36 @@ static enum MHD_Result send_call(struct srv_req *rq, struct MHD_Connection *conn
   return ok;
 }
 
-/* Answer before (or instead of) running the call: e becomes the body.
- * With a body still to come the answer goes out at once, with Connection:
- * close, so that the body is never read.  Without one it waits for MHD's
- * next call (which follows at once): a response queued with the headers
- * makes MHD close the connection, and a bodiless request need not lose
- * its keep-alive connection for a 404 or a 401. */
+static void notice_peer_eof(struct MHD_Connection *conn);
+
+/* 1 when the client waits for "100 Continue" before sending its body. */
+static int expects_continue(struct MHD_Connection *conn)
+{
+  const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Expect");
+
+  return v && strcasecmp(v, "100-continue") == 0;
+}
+
+/* Answer instead of running the call: e becomes the body.  With
+ * rq->close set the answer goes out at once and the connection closes
+ * after it.  Otherwise it waits for MHD's next call: at once when no body
+ * follows (a response queued with the headers would make MHD close the
+ * connection, and a bodiless request need not lose its keep-alive
+ * connection for a 404 or a 401), else at the end of the body, which is
+ * read and dropped (see DISCARD_SLACK). */
 static enum MHD_Result send_error(struct srv_req *rq,
                                   struct MHD_Connection *conn,
                                   const struct srv_err *e)
 {
   rq->early = *e;
   srv_call_fail(&rq->call, e);
+  if (rq->has_body && !rq->may_discard)
+    rq->close = 1;
   if (rq->close)
     return send_call(rq, conn);
-  rq->stage = STAGE_READY;
+  rq->stage = rq->has_body ? STAGE_DISCARD : STAGE_READY;
+  if (rq->has_body)
+    notice_peer_eof(conn);
   return MHD_YES;
 }
 
@@ -485,7 +512,9 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
     srv_metrics_reject(SRV_REJECT_BAD_FRAMING);
     return send_error(rq, conn, &err);
   }
-  rq->close = has_body;
+  rq->has_body = has_body;
+  rq->length = length;
+  rq->may_discard = !expects_continue(conn) && length <= g_discard_max;
   if (!route)
     return send_error(rq, conn, &err);
   if (atomic_load(&g_draining) && strcmp(route->path, "/healthz") != 0) {
@@ -538,9 +567,7 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
              length);
     return send_error(rq, conn, &err);
   }
-  rq->close = 0;
   rq->stage = STAGE_BODY;
-  rq->length = length;
   if (has_body)
     notice_peer_eof(conn);
   return MHD_YES;
@@ -707,24 +734,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
      * refused with the headers): drop the rest, answer at its end. */
     rq->discarded = rq->body.len + n;
     srv_buf_free(&rq->body);
-    rq->stage = STAGE_DISCARD;
+    rq->may_discard = 1; /* mid-body: MHD can answer only at its end */
     srv_metrics_reject(SRV_REJECT_BODY_TOO_LARGE);
-    return MHD_YES;
+    srv_fail(&err, 413, NULL,
+             "the chunked body is larger than this server's "
+             "--max-body-mb %g",
+             srv_cfg.max_body_mb);
+    return send_error(rq, conn, &err);
 
   case STAGE_DISCARD:
-    if (n == 0) {
-      rq->close = 1;
-      srv_fail(&err, 413, NULL,
-               "the chunked body is larger than this server's "
-               "--max-body-mb %g",
-               srv_cfg.max_body_mb);
-      return send_error(rq, conn, &err);
-    }
+    if (n == 0)
+      return send_call(rq, conn); /* the refusal, now the body is over */
     *upload_size = 0;
     rq->discarded += n;
+    if (rq->discarded > g_discard_max) {
+      /* Not worth the reading: close, and count the refusal. */
+      rq->status = rq->call.status;
+      return MHD_NO;
+    }
     notice_peer_eof(conn);
-    /* Past this the 413 is not worth the reading: close. */
-    return rq->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
+    return MHD_YES;
 
   case STAGE_READY:
     return send_call(rq, conn);
@@ -841,6 +870,10 @@ int srv_http_start(void)
                    : (size_t)(srv_cfg.max_body_mb * 1048576.0);
   if (g_max_body == 0)
     g_max_body = 1; /* a srv_buf ceiling of 0 would mean none */
+  g_discard_max = (unsigned long long)g_max_body +
+                  ((unsigned long long)g_max_body > DISCARD_SLACK
+                       ? (unsigned long long)g_max_body
+                       : DISCARD_SLACK);
   /* MHD counts whole seconds; round up so that 0.5 does not mean "never". */
   timeout = (unsigned)srv_cfg.timeout_s;
   if ((double)timeout < srv_cfg.timeout_s)

@@ -348,6 +348,29 @@ def safetensors_dump(tensors, params):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
+def proc_status(srv, key):
+    """A /proc/<pid>/status value in KiB (VmRSS, VmPeak, VmHWM)."""
+    with open("/proc/%d/status" % srv.proc.pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s in /proc/%d/status" % (key, srv.proc.pid))
+
+
+def instrumented(srv):
+    """True under valgrind or AddressSanitizer: their allocators (shadow
+    memory, quarantine) make RSS and virtual size meaningless here, and
+    they check leaks themselves at exit."""
+    if VALGRIND:
+        return True
+    try:
+        with open("/proc/%d/maps" % srv.proc.pid) as f:
+            maps = f.read()
+    except OSError:
+        return True
+    return "libasan" in maps or "libclang_rt.asan" in maps or "vgpreload" in maps
+
+
 def read_response(sock, timeout=10.0):
     """Read one Content-Length-framed HTTP response from a raw socket (for
     tests that speak HTTP by hand) -> (status, headers with lower-case names,

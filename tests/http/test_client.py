@@ -533,3 +533,22 @@ def test_api_key(start):
         else:
             raise AssertionError("no 401 without the key")
 
+
+
+def test_body_over_the_cap_raises_413(start):
+    """A notebook sending more than --max-body-mb gets AttnbiasError 413
+    with the server's explanation, not a broken pipe: within the cap plus
+    64 MiB the server reads and drops the body and answers; past that it
+    answers at once and cuts the connection, and the client reads the
+    answer waiting on it.  The same client then goes on working."""
+    srv = start("--max-body-mb", "1")
+    ab = Client(srv.url)
+    for n in (2048, 2048 * 8):  # q, k, v of [1, 4, n, 128]: 12 MiB, 96 MiB
+        q = np.zeros((1, 4, n, 128), np.float32)
+        try:
+            ab.attention(q, q, q)
+        except AttnbiasError as e:
+            assert e.status == 413 and "max-body-mb" in e.detail, e
+        else:
+            raise AssertionError("a body of %d MiB accepted under a 1 MiB cap" % (n * 6 >> 10))
+    close(ab.bias("alibi", num_heads=2, q_len=3), ref_alibi(2, 3, 3), what="after the 413s")

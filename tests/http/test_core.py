@@ -202,10 +202,11 @@ def test_api_key(start):
         check_problem(r, 401)
     assert srv.get("/v1/methods").status == 200
     assert srv.get("/v1/methods", headers={"Authorization": "bearer  " + key}).status == 200
-    # A POST without the key is refused before its body is read.
+    # A POST without the key: its body is read and dropped, then the 401,
+    # on a connection that stays usable (see test_early_refusals_*).
     r = srv.post("/v1/bias", json=BIAS, headers=no_key)
     check_problem(r, 401)
-    assert r.headers.get("connection", "").lower() == "close", r.headers
+    assert r.headers.get("connection", "").lower() != "close", r.headers
     assert srv.post("/v1/bias", json=BIAS).status == 200
     for path in ("/healthz", "/readyz", "/metrics", "/openapi.yaml"):
         assert srv.get(path, headers=no_key).status == 200, path
@@ -219,26 +220,75 @@ def test_api_key(start):
 
 def test_413_by_content_length_before_the_body(start):
     srv = start("--max-body-mb", "1")
+    head = (b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n")
+    # A client that waits for 100 Continue gets the 413 instead, at once,
+    # and the server closes rather than read a body.
     s = srv.connect()
     try:
-        # Only the headers: the answer must come without the body being sent.
-        s.sendall(b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: 2000000\r\n\r\n")
+        s.sendall(head % 2000000 + b"Expect: 100-continue\r\n\r\n")
         status, headers, body = read_response(s)
         assert status == 413, (status, body)
         assert headers.get("connection", "").lower() == "close", headers
         p = json.loads(body)
         assert p["status"] == 413 and "max-body-mb" in p["detail"], p
-        # ... and the server closes instead of reading the body.
         s.settimeout(5 * run.SLOW)
         assert s.recv(100) == b""
+    finally:
+        s.close()
+    # So does one declaring more than the cap plus the 64 MiB the server
+    # would read and drop, whatever it sends.
+    s = srv.connect()
+    try:
+        s.sendall(head % ((65 << 20) + 1) + b"\r\n")
+        status, headers, body = read_response(s)
+        assert status == 413 and "max-body-mb" in body.decode(), (status, body)
+        assert headers.get("connection", "").lower() == "close", headers
     finally:
         s.close()
     # Just under the cap is read and answered normally.
     pad = dict(BIAS, pad="x" * (1048576 - len(BIAS_BODY) - 20))
     assert srv.post("/v1/bias", json=pad).status == 200
     m = srv.metrics()
-    assert m[("attnbias_rejected_total", frozenset({("reason", "body_too_large")}))] == 1
+    assert m[("attnbias_rejected_total", frozenset({("reason", "body_too_large")}))] == 2
+
+
+def test_early_refusals_read_and_drop_the_body(start):
+    """A request refused on its headers (401, 404, 400 for a body on a GET
+    route, 413 over the cap) by a client that sends its whole body before
+    reading -- http.client here, as most clients do without Expect:
+    100-continue -- gets the answer, not a reset connection: the body is
+    read and dropped (never stored), then answered, and the connection
+    stays usable for the next request."""
+    srv = start("--max-body-mb", "1", api_key="k3y")
+    rss0 = None if run.instrumented(srv) else run.proc_status(srv, "VmRSS")
+    big = b"{" + b" " * (12 << 20) + b"}"  # 12 MiB: over the 1 MiB cap
+    small = b"{" + b" " * (900 << 10) + b"}"
+    key = {"Authorization": "Bearer k3y"}
+    cases = [("POST", "/v1/bias", big, key, 413),
+             ("POST", "/v1/bias", small, {}, 401),
+             ("POST", "/v1/nowhere", small, key, 404),
+             ("GET", "/v1/methods", small, key, 400)]
+    for method, path, body, hdrs, want in cases * 2:
+        conn = http.client.HTTPConnection(srv.host, srv.port, timeout=30 * run.SLOW)
+        try:
+            conn.request(method, path, body=body,
+                         headers=dict(hdrs, **{"Content-Type": "application/json"}))
+            r = conn.getresponse()
+            p = json.loads(r.read())
+            assert r.status == want and p["status"] == want, (path, r.status, p)
+            assert (r.getheader("Connection") or "").lower() != "close", r.getheaders()
+            conn.request("GET", "/healthz")
+            r = conn.getresponse()
+            assert r.status == 200 and json.loads(r.read()) == {"status": "ok"}
+        finally:
+            conn.close()
+    # 2 x 12 MiB and 6 x 0.9 MiB were dropped, not kept.
+    if rss0 is not None:
+        grew = run.proc_status(srv, "VmRSS") - rss0
+        assert grew < (8 << 10), (rss0, grew)
+    m = srv.metrics()
+    assert m[("attnbias_rejected_total", frozenset({("reason", "body_too_large")}))] == 2
 
 
 def chunked(data, size):
@@ -254,29 +304,33 @@ def test_413_by_chunked_body(start):
     body = json.dumps(dict(BIAS, pad="y" * 20000)).encode()
     head = (b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n")
-    out = srv.raw(head + chunked(body, 1000))
+    out = srv.raw(head + chunked(body, 1000) + b"GET /healthz HTTP/1.1\r\nHost: t\r\n"
+                  b"Connection: close\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 413 "), out[:200]
-    assert b"\r\nConnection: close\r\n" in out, out[:400]
+    # The rest of the body was read (and dropped): the connection goes on.
+    assert out.count(b"HTTP/1.1 ") == 2 and b'{"status":"ok"}' in out, out[-300:]
     # Under the cap, chunked bodies work.
     small = json.dumps(BIAS).encode()
     out = srv.raw(head.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
                   + chunked(small, 7))
     assert out.startswith(b"HTTP/1.1 200 "), out[:300]
-    # Far over the cap the server stops reading and closes: no 200 ever.
+    # Past the cap plus 64 MiB the server stops reading and closes, with
+    # no answer (none can be sent inside a body): the client's sending
+    # fails.
     s = srv.connect()
-    got = b""
+    got, failed = b"", False
     try:
         s.sendall(head)
         block = b"%x\r\n%s\r\n" % (65536, b"z" * 65536)
-        for _ in range(400):  # 25 MiB
+        for _ in range(1100):  # 68.75 MiB
             s.sendall(block)
         s.settimeout(5 * run.SLOW)
         got = s.recv(4096)
     except (ConnectionError, socket.timeout):
-        pass
+        failed = True
     finally:
         s.close()
-    assert not got.startswith(b"HTTP/1.1 200"), got[:200]
+    assert failed or got == b"", got[:200]
 
 
 def test_400_ambiguous_framing(server):

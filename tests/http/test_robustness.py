@@ -32,6 +32,7 @@ import threading
 import time
 
 import run
+from run import instrumented, proc_status  # noqa: E402
 
 ROUTES = ("/v1/encodings", "/v1/rope", "/v1/bias", "/v1/attention")
 
@@ -54,6 +55,16 @@ ST = "application/vnd.safetensors"
 # ===========================================================================
 
 check_problem = run.check_problem
+
+
+# glibc gives each thread that allocates its own malloc arena, and each
+# arena grows to the largest working set its thread has met: with 2 HTTP
+# threads, 2 pool threads and the loop, a fresh server's resident set keeps
+# creeping up for ~20 rounds of the same batch before it settles (measured;
+# valgrind and ASan find no leak).  One arena settles in 3-4 rounds, which
+# makes "does the RSS grow" a question with a crisp answer.  Allocator
+# tuning only: the code under test is unchanged.
+ONE_ARENA = {"MALLOC_ARENA_MAX": "1"}
 
 
 def check_answer(r, what=""):
@@ -90,39 +101,6 @@ def wait_idle(srv, timeout=20.0):
         if time.monotonic() > deadline:
             raise AssertionError("still busy: inflight %g, queue depth %g" % (inflight, depth))
         time.sleep(0.05)
-
-
-def proc_status(srv, key):
-    """A /proc/<pid>/status value in KiB (VmRSS, VmPeak, VmHWM)."""
-    with open("/proc/%d/status" % srv.proc.pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise AssertionError("no %s in /proc/%d/status" % (key, srv.proc.pid))
-
-
-def instrumented(srv):
-    """True under valgrind or AddressSanitizer: their allocators (shadow
-    memory, quarantine) make RSS and virtual size meaningless here, and
-    they check leaks themselves at exit."""
-    if run.VALGRIND:
-        return True
-    try:
-        with open("/proc/%d/maps" % srv.proc.pid) as f:
-            maps = f.read()
-    except OSError:
-        return True
-    return "libasan" in maps or "libclang_rt.asan" in maps or "vgpreload" in maps
-
-
-# glibc gives each thread that allocates its own malloc arena, and each
-# arena grows to the largest working set its thread has met: with 2 HTTP
-# threads, 2 pool threads and the loop, a fresh server's resident set keeps
-# creeping up for ~20 rounds of the same batch before it settles (measured;
-# valgrind and ASan find no leak).  One arena settles in 3-4 rounds, which
-# makes "does the RSS grow" a question with a crisp answer.  Allocator
-# tuning only: the code under test is unchanged.
-ONE_ARENA = {"MALLOC_ARENA_MAX": "1"}
 
 
 def rss_stable(srv, batch, rounds=4, warmup=4, limit_mib=24):
@@ -777,7 +755,8 @@ def test_odd_methods_urls_headers_and_framing(server):
     cases = [
         (b"OPTIONS /v1/rope HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (405,)),
         (b"TRACE /v1/rope HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (405,)),
-        (b"PATCH /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}", (405,)),
+        (b"PATCH /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n" + close + b"\r\n{}",
+         (405,)),
         (b"CONNECT t:80 HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (400, 404, 405, 501)),
         (b"FOO /v1/bias HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (405, 501)),
         (b"GET /v1/bias HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (405,)),
@@ -869,16 +848,20 @@ def test_lifted_rows_show_as_sent_in_errors(server):
 
 def test_bodies_on_bodiless_routes_are_refused_unread(start):
     """A GET route holds no body: one declared (or chunked) gets a 400
-    naming it before any byte of it is read, and the connection closes;
-    the server does not hold it (a body nobody reads would sit outside
-    --max-queue, which counts computing requests)."""
+    naming it, and the server never holds it (a body nobody reads would
+    sit outside --max-queue, which counts computing requests).  A client
+    sending Expect: 100-continue gets the 400 before any byte of the body
+    is read, and the connection closes; from other clients the body is
+    read and dropped first (test_core.py,
+    test_early_refusals_read_and_drop_the_body)."""
     srv = start("--max-queue", "2")
     rss0 = proc_status(srv, "VmRSS")
     socks = []
     try:
         for path in ("/healthz", "/readyz", "/metrics", "/v1/methods") * 2:
             s = srv.connect()
-            s.sendall(b"GET %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n"
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n"
+                      b"Expect: 100-continue\r\n\r\n"
                       % (path.encode(), 100 << 20) + b"x" * (1 << 20))
             socks.append((path, s))
         for path, s in socks:
@@ -894,8 +877,8 @@ def test_bodies_on_bodiless_routes_are_refused_unread(start):
     if not instrumented(srv):
         rss = proc_status(srv, "VmRSS")
         assert rss - rss0 < 64 << 10, (rss0, rss)
-    out = srv.raw(b"GET /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-                  b"2\r\n{}\r\n0\r\n\r\n")
+    out = srv.raw(b"GET /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+                  b"Connection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
     assert raw_status(out) == 400 and b"chunked" in out, out[:300]
     # An empty body (curl -X GET -d '') is no body.
     out = srv.raw(b"GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n"
