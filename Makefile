@@ -106,8 +106,11 @@ $(LIB_A): $(LIB_OBJ)
 $(LIB_SO): $(LIB_OBJ)
 	$(CC) -shared -pthread -Wl,-soname,libattnbias.so.0 -o $@ $^ -lm
 
-$(LIB_PC): attnbias.pc.in
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*AB_VERSION_STRING "\(.*\)"/\1/p' lib/include/attnbias.h)|' $< > $@
+# attnbias.pc.in with the prefix $(1) filled in.
+PC_SUBST = sed -e 's|@PREFIX@|$(1)|' -e 's|@VERSION@|$(shell sed -n 's/.*AB_VERSION_STRING "\(.*\)"/\1/p' lib/include/attnbias.h)|' attnbias.pc.in
+
+$(LIB_PC): attnbias.pc.in lib/include/attnbias.h
+	$(call PC_SUBST,$(PREFIX)) > $@
 
 $(SERVER): $(SRV_OBJ) $(LIB_A)
 	$(CC) -pthread $(LDFLAGS) -o $@ $(SRV_OBJ) $(LIB_A) $(SRV_LIBS) -lm
@@ -246,7 +249,8 @@ install: lib
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libattnbias.so.0
 	ln -sf libattnbias.so.0 $(DESTDIR)$(PREFIX)/lib/libattnbias.so
-	install -m 644 $(LIB_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	$(call PC_SUBST,$(PREFIX)) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attnbias.pc
+	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/attnbias.pc
 
 clean:
 	rm -rf $(BUILD) build-asan

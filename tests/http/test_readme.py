@@ -206,6 +206,39 @@ def test_c_example(binary):
         np.testing.assert_allclose(float(m.group(2)), lse[r], rtol=1e-5, atol=1e-6)
 
 
+def test_install_and_pkg_config(binary):
+    """`make install PREFIX=...` puts the header, the libraries and an
+    attnbias.pc naming that prefix, and the README's pkg-config line builds
+    the example against them."""
+    src = code_blocks("c")[0][1]
+    with open(README) as f:
+        m = re.search(r"`(cc example\.c \$\(pkg-config [^`]*)`", f.read())
+    assert m, "README has no pkg-config cc line"
+    bdir = os.path.dirname(binary)
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "prefix")
+        p = subprocess.run(["make", "-s", "install", "PREFIX=" + prefix, "BUILD=" + bdir],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
+        pc = os.path.join(prefix, "lib", "pkgconfig", "attnbias.pc")
+        with open(pc) as f:
+            assert f.readline().strip() == "prefix=" + prefix
+        for name in ("include/attnbias.h", "lib/libattnbias.a", "lib/libattnbias.so"):
+            assert os.path.exists(os.path.join(prefix, name)), name
+        with open(os.path.join(tmp, "example.c"), "w") as f:
+            f.write(src)
+        env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pc),
+                   LD_LIBRARY_PATH=os.path.join(prefix, "lib"))
+        cc = "%s -Wall -Wextra -Werror %s -o example" % (
+            m.group(1), os.environ.get("ATTNBIAS_TEST_LDFLAGS", ""))
+        p = subprocess.run(["bash", "-c", cc], cwd=tmp, env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, "%s\n%s" % (cc, p.stderr)
+        p = subprocess.run([os.path.join(tmp, "example")], env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0 and p.stdout.startswith("slopes:"), p
+
+
 def test_python_example(server):
     blocks = code_blocks("python")
     assert blocks, "README has no Python example"
