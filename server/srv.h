@@ -196,7 +196,8 @@ struct srv_call {
    * these in prepare or finish; the codec then leaves them alone. */
   struct srv_buf custom;
   const char *custom_type;
-  /* Unknown request fields, for X-Attnbias-Ignored (comma-separated). */
+  /* Unknown request fields, for X-Attnbias-Ignored: names separated by
+   * commas, ready for the header (srv_call_ignore). */
   struct srv_buf ignored;
 
   /* ---- response: set by srv_codec_encode or the error path ---- */
@@ -223,6 +224,14 @@ struct srv_call {
   struct srv_stream *stream;
   void (*piece_done)(struct srv_call *c, int64_t piece);
 };
+
+/* Add the field at a JSON pointer to c->ignored, by name: the pointer's
+ * tokens joined by dots ("/rope/rope_scaling/odd" -> rope.rope_scaling.odd,
+ * as nested tensors are named in safetensors), with the bytes a name in a
+ * header list cannot carry percent-encoded (control bytes, non-ASCII,
+ * space, '%' and the separators ',' and '.').  The list is cut, ending in
+ * "...", past a couple of kilobytes.  (http/call.c) */
+void srv_call_ignore(struct srv_call *c, const char *pointer);
 
 /* ======================================================================
  * route/: the route table (routes.def is the single list)

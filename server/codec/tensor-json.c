@@ -13,8 +13,6 @@
 #include <string.h>
 
 #define PTR_CAP 192 /* = sizeof(struct srv_err){0}.field */
-/* The ignored-fields list is a courtesy header: stop adding past this. */
-#define IGNORED_CAP 2048
 
 /* ======================================================================
  * values
@@ -338,16 +336,14 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
   const char *key;
   struct sink s;
 
-  /* Unknown members are ignored, and reported like unknown fields: by
-   * JSON pointer in c->ignored (X-Attnbias-Ignored), kept short. */
+  /* Unknown members are ignored, and reported like unknown fields
+   * (X-Attnbias-Ignored). */
   json_object_foreach((json_t *)j, key, v) {
     if (strcmp(key, "data") && strcmp(key, "b64") && strcmp(key, "dtype") &&
-        strcmp(key, "shape") && c->ignored.len < IGNORED_CAP) {
+        strcmp(key, "shape")) {
       snprintf(fp, sizeof fp, "%s", ptr);
       srv_codec__pointer_add(fp, sizeof fp, key, strlen(key));
-      if (c->ignored.len)
-        srv_buf_append(&c->ignored, ",", 1);
-      srv_buf_append(&c->ignored, fp, strlen(fp));
+      srv_call_ignore(c, fp);
     }
   }
   if (jd && jb) {

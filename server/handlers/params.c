@@ -9,11 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Beyond this many bytes the ignored list is cut: it is a courtesy header,
- * and a request with thousands of unknown members must not grow it (or the
- * response headers) without bound. */
-#define IGNORED_MAX 2048
-
 /* Integers travel as doubles in range checks; 2^53 keeps them exact. */
 #define EXACT_INT_MAX 9007199254740992.0
 
@@ -92,25 +87,6 @@ const char *srv_pctx_ptr(const struct srv_pctx *pc, const char *name,
   return buf;
 }
 
-/* ==== the ignored list ================================================== */
-
-void srv_params_ignore(struct srv_call *c, const char *pointer)
-{
-  struct srv_buf *b = &c->ignored;
-
-  if (b->len >= IGNORED_MAX) {
-    /* Say once that the list was cut. */
-    if (b->len < 3 || memcmp(b->data + b->len - 3, "...", 3) != 0)
-      srv_buf_append(b, ",...", 4);
-    return;
-  }
-  /* Raw pointers: the HTTP layer percent-encodes whatever a header value
-   * cannot carry when it sends the list. */
-  if (b->len)
-    srv_buf_append(b, ",", 1);
-  srv_buf_append(b, pointer, strlen(pointer));
-}
-
 void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
                         const struct srv_ptable *const *tables, int n,
                         const char *const *extra)
@@ -133,7 +109,7 @@ void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
     for (i = 0; extra && extra[i] && !known; i++)
       known = strcmp(extra[i], key) == 0;
     if (!known)
-      srv_params_ignore(pc->c, srv_pctx_ptr(pc, key, ptr, sizeof ptr));
+      srv_call_ignore(pc->c, srv_pctx_ptr(pc, key, ptr, sizeof ptr));
   }
 }
 
@@ -163,7 +139,7 @@ void srv_params_unused_bin(const struct srv_pctx *pc)
         break;
       s = dot + 1;
     }
-    srv_params_ignore(pc->c, ptr);
+    srv_call_ignore(pc->c, ptr);
   }
 }
 

@@ -166,11 +166,6 @@ void srv_params_ints(const json_t *a, int64_t *out);
 const struct srv_param *srv_ptable_find(const struct srv_ptable *t,
                                         const char *name);
 
-/* Add a JSON pointer to c->ignored, comma-separated, raw (the HTTP layer
- * percent-encodes what a header cannot carry); the list is cut, with a
- * final "...", beyond a few kilobytes. */
-void srv_params_ignore(struct srv_call *c, const char *pointer);
-
 /* ======================================================================
  * catalog (GET /v1/methods)
  * ====================================================================== */

@@ -42,9 +42,6 @@
 /* Bytes MHD asks a streamed response for at a time (its send buffer). */
 #define STREAM_BLOCK ((size_t)256 << 10)
 
-/* Longest X-Attnbias-Ignored value sent; longer lists are cut with "...". */
-#define IGNORED_MAX 2048
-
 enum stage {
   STAGE_BODY,    /* collecting the body */
   STAGE_DISCARD, /* refused: dropping the body, answering at its end */
@@ -127,33 +124,6 @@ static int admit(struct srv_req *rq)
  * Sending
  * --------------------------------------------------------------------- */
 
-/* X-Attnbias-Ignored carries names from the request: keep them printable
- * ASCII so no byte of the client's can break the header (CR, LF, NUL),
- * percent-encoding the rest. */
-static void ignored_header(const struct srv_buf *in, char *out, size_t cap)
-{
-  static const char hex[] = "0123456789ABCDEF";
-  size_t i, n = 0;
-
-  for (i = 0; i < in->len && n + 4 < cap; i++) {
-    unsigned char ch = (unsigned char)in->data[i];
-    if (ch >= 0x20 && ch < 0x7f && ch != '%') {
-      out[n++] = (char)ch;
-    } else {
-      out[n++] = '%';
-      out[n++] = hex[ch >> 4];
-      out[n++] = hex[ch & 15];
-    }
-  }
-  if (i < in->len) {
-    while (n + 4 > cap)
-      n--;
-    memcpy(out + n, "...", 3);
-    n += 3;
-  }
-  out[n] = '\0';
-}
-
 /* MHD is done with a response (sent, or dropped with its connection):
  * drop the reference send_call took so that the bytes stay put. */
 static void response_done(void *cls)
@@ -206,15 +176,14 @@ static void server_timing(const struct srv_req *rq, char *out, size_t cap)
 static void add_headers(struct srv_req *rq, struct MHD_Response *r)
 {
   struct srv_call *c = &rq->call;
-  char ignored[IGNORED_MAX], timing[256];
+  char timing[256];
 
   MHD_add_response_header(r, "Content-Type",
                           c->resp_type ? c->resp_type
                                        : "application/octet-stream");
-  if (c->ignored.len) {
-    ignored_header(&c->ignored, ignored, sizeof ignored);
-    MHD_add_response_header(r, "X-Attnbias-Ignored", ignored);
-  }
+  /* Names made safe for a header value by srv_call_ignore. */
+  if (c->ignored.len)
+    MHD_add_response_header(r, "X-Attnbias-Ignored", c->ignored.data);
   server_timing(rq, timing, sizeof timing);
   if (timing[0])
     MHD_add_response_header(r, "Server-Timing", timing);
