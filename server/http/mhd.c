@@ -187,10 +187,11 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
   server_timing(rq, timing, sizeof timing);
   if (timing[0])
     MHD_add_response_header(r, "Server-Timing", timing);
-  if (c->status == 503) {
+  /* Only a full queue says when to retry: a server shutting down sends
+   * none, its clients should go elsewhere. */
+  if (c->status == 503 && rq->early.retry_after > 0) {
     char ra[16];
-    snprintf(ra, sizeof ra, "%d",
-             rq->early.retry_after > 0 ? rq->early.retry_after : 1);
+    snprintf(ra, sizeof ra, "%d", rq->early.retry_after);
     MHD_add_response_header(r, "Retry-After", ra);
   }
   if (c->status == 405 && rq->early.allow[0])
