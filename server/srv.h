@@ -259,6 +259,9 @@ const struct srv_route *srv_route_find(const char *method, const char *path,
                                        struct srv_err *err);
 /* The table itself (n entries), for tests and /v1/methods. */
 const struct srv_route *srv_route_table(size_t *n);
+/* The index in that table of the first route on path, -1 if none: a 405
+ * is counted under the route of its path. */
+int srv_route_path_index(const char *path);
 
 /* ======================================================================
  * codec/: bodies <-> tensors

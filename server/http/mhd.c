@@ -476,6 +476,8 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
   srv_call_init(&rq->call, route);
   if (route)
     rq->route = (int)(route - srv_route_table(&ntab));
+  else if (err.http == 405)
+    rq->route = srv_route_path_index(url);
 
   if (check_framing(conn, &err, &length, &has_body) != 0) {
     rq->close = 1; /* where the body ends is unknown: nothing can follow */

@@ -22,6 +22,16 @@ const struct srv_route *srv_route_table(size_t *n)
   return g_routes;
 }
 
+int srv_route_path_index(const char *path)
+{
+  size_t i;
+
+  for (i = 0; path && i < NROUTES; i++)
+    if (strcmp(g_routes[i].path, path) == 0)
+      return (int)i;
+  return -1;
+}
+
 /* HEAD is answered by the GET route (MHD sends the headers only). */
 static int method_matches(const struct srv_route *r, const char *method)
 {

@@ -139,6 +139,7 @@ def test_metrics_content(server):
     for _ in range(3):
         assert server.get("/healthz").status == 200
     server.get("/no/such/route")
+    assert server.get("/v1/bias").status == 405
     assert server.post("/v1/bias", json=BIAS).status == 200
 
     def val(mm, name, **labels):
@@ -170,6 +171,10 @@ def test_metrics_content(server):
     assert val(m, "attnbias_requests_total", route="healthz", status="200") \
         >= val(before, "attnbias_requests_total", route="healthz", status="200") + 3
     assert val(m, "attnbias_requests_total", route="none", status="404") >= 1
+    # A wrong method counts under the route of its path.
+    assert val(m, "attnbias_requests_total", route="bias", status="405") == \
+        val(before, "attnbias_requests_total", route="bias", status="405") + 1
+    assert val(m, "attnbias_requests_total", route="none", status="405") == 0
     assert val(m, "attnbias_requests_total", route="bias", status="200") >= 1
     assert val(m, "attnbias_bytes_received_total") >= \
         val(before, "attnbias_bytes_received_total") + len(json.dumps(BIAS))
