@@ -777,6 +777,8 @@ static void show_value(const struct srv_call *c, const json_t *v,
         break;
     }
     show_put(o, "}", 1);
+  } else if (json_is_real(v)) { /* as sent: 1e300, not 1.0000000000000001e300 */
+    show_put(o, num, srv_codec__fmt_f64(num, json_real_value(v)));
   } else {
     char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (s) {

@@ -421,10 +421,11 @@ int srv_rope_parse(const struct srv_pctx *pc, const json_t *obj,
 
 /* ==== positions ========================================================= */
 
-static int pos_value(const json_t *e, const char *field, int64_t a,
-                     int64_t i, int nested, int64_t *out, struct srv_err *err)
+static int pos_value(const struct srv_call *c, const json_t *e,
+                     const char *field, int64_t a, int64_t i, int nested,
+                     int64_t *out, struct srv_err *err)
 {
-  char ptr[256];
+  char ptr[256], val[64];
   double d;
 
   if (json_is_integer(e)) {
@@ -443,10 +444,11 @@ static int pos_value(const json_t *e, const char *field, int64_t a,
              (long long)i);
   else
     snprintf(ptr, sizeof ptr, "%s/%lld", field, (long long)i);
+  srv_codec_show(c, e, val, sizeof val);
   return srv_fail(err, 400, ptr,
                   "RoPE positions must be integers within +-2^53; entry %lld "
-                  "is not",
-                  (long long)i);
+                  "is %s",
+                  (long long)i, val);
 }
 
 int srv_rope_positions(struct srv_call *c, const json_t *j, const char *field,
@@ -510,7 +512,7 @@ int srv_rope_positions(struct srv_call *c, const json_t *j, const char *field,
       continue;
     }
     for (i = 0; i < n; i++) {
-      if (pos_value(json_array_get(row, (size_t)i), field, a, i, nested,
+      if (pos_value(c, json_array_get(row, (size_t)i), field, a, i, nested,
                     &dst[i], err) != 0)
         return -1;
       if (dst[i] > mx)

@@ -965,6 +965,11 @@ def test_rope_errors(server):
     ]
     for params, tensors, field in cases:
         bad(call(server, "/v1/rope", params, tensors), field, what=str(params))
+    # The detail shows the value as it was sent.
+    for pos, shown in ((0.5, "is 0.5"), (1e300, "is 1e300"), ("x", 'is "x"'), (None, "is null")):
+        r = call(server, "/v1/rope", {"head_dim": 8, "positions": [0, pos]})
+        bad(r, "/positions/1", what=repr(pos))
+        assert r.problem["detail"].endswith(shown), r.problem
 
 
 # ===========================================================================
