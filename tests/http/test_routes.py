@@ -406,7 +406,7 @@ def ref_t5_buckets(q_len, k_len, q_offset=None, **kw):
 def ref_fire(layers, x):
     h = np.asarray(x, dtype=np.float64)[..., None]
     for i, (w, b) in enumerate(layers):
-        h = h @ np.asarray(w, dtype=np.float64).T + np.asarray(b, dtype=np.float64)
+        h = h @ np.asarray(w, dtype=np.float64).T + (0.0 if b is None else np.asarray(b, dtype=np.float64))
         if i + 1 < len(layers):
             h = np.maximum(h, 0)
     return np.moveaxis(h, -1, 0)  # [out, ...]
@@ -984,7 +984,8 @@ def _fire_tensors(layers, prefix=""):
     t = {}
     for i, (w, b) in enumerate(layers):
         t["%slayers.%d.weight" % (prefix, i)] = np.array(w, np.float32)
-        t["%slayers.%d.bias" % (prefix, i)] = np.array(b, np.float32)
+        if b is not None:  # a layer without a bias (nn.Linear(bias=False))
+            t["%slayers.%d.bias" % (prefix, i)] = np.array(b, np.float32)
     return t
 
 
@@ -993,6 +994,7 @@ def _bias_cases():
     table = g.normal(size=(32, 3)).astype(np.float32)
     r1, r2 = np.array([2.0, 0.5], np.float32), np.array([0.5, 1.5], np.float32)
     one = [([[0.7]], [0.1]), ([[1.5]], [-0.3])]
+    nobias = [([[1.0], [-0.5]], None), ([[0.3, -0.7], [0.2, 0.4]], [0.2, -0.1])]
     return [
         # (request, tensors, reference kwargs)
         ({"method": "alibi", "num_heads": 6, "q_len": 5, "k_len": 7}, {}, {}),
@@ -1010,6 +1012,8 @@ def _bias_cases():
         ({"method": "fire", "num_heads": 3, "q_len": 4, "k_len": 4, "c": 0.3, "L": 2, "eps": 0.1,
           "q_offset": 5, "layers": [{}, {}]}, _fire_tensors(one),
          {"c": 0.3, "L": 2, "eps": 0.1, "layers": one}),
+        ({"method": "fire", "num_heads": 2, "q_len": 4, "k_len": 6, "c": 0.2, "L": 3,
+          "layers": [{}, {}]}, _fire_tensors(nobias), {"c": 0.2, "L": 3, "layers": nobias}),
         ({"method": "kerple", "num_heads": 2, "q_len": 5, "k_len": 6, "causal": True},
          {"r1": r1, "r2": r2}, {"r1": r1, "r2": r2}),
         ({"method": "kerple", "variant": "power", "num_heads": 2, "q_len": 5, "sliding_window": 3},
