@@ -682,8 +682,9 @@ class Client:
                 ``layout="bshd"``, ``[B, Nq, Hq, D]``.
             k, v: ``[B, Hkv, Nk, D]`` and ``[B, Hkv, Nk, Dv]``; ``Hq`` must
                 be a multiple of ``Hkv`` (GQA / MQA).
-            returns: ``["output"]`` (default) or e.g.
-                ``["output", "lse", "weights"]`` (then a dict).
+            returns: the outputs to get, exactly: ``["output"]``
+                (default), ``["lse"]`` (then the lse array alone), or
+                several, e.g. ``["output", "lse", "weights"]`` (then a dict).
             **params: ``causal``, ``scale`` (default ``1/sqrt(D)``),
                 ``q_offset`` (default ``Nk - Nq``, bottom-right), ``softcap``,
                 ``window=[left, right]`` or ``sliding_window=W``,

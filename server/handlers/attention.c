@@ -44,7 +44,7 @@ static const struct srv_choice layouts[] = {
      "[batch, seq, heads, dim] (FlashAttention, HF hidden states)"},
     {NULL, 0, NULL}};
 static const struct srv_choice returns[] = {
-    {"output", 0, "[B, Hq, Nq, Dv] in the request's layout (always sent)"},
+    {"output", 0, "[B, Hq, Nq, Dv] in the request's layout"},
     {"lse", 1, "[B, Hq, Nq]: log-sum-exp of the final scores per row"},
     {"weights", 2, "[B, Hq, Nq, Nk]: the softmax probabilities"},
     {NULL, 0, NULL}};
@@ -93,7 +93,7 @@ static const struct srv_param attn_params[] = {
      .desc = "c*tanh(s/c) on the scaled scores before the bias; 0 is off"},
     {.name = "return", .type = SRV_PT_ENUMS, .flags = SRV_PF_DEF,
      .def = RET_OUTPUT, .choices = returns, .off = AR(ret),
-     .desc = "outputs to send besides output"},
+     .desc = "the outputs to send"},
 };
 const struct srv_ptable srv_ptab_attention =
     SRV_PTABLE("attention", "full attention with masks, biases and RoPE",
@@ -327,7 +327,7 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
   }
   {
     double rows = (double)qd[0] * (double)qd[1] * (double)qd[2];
-    bytes = srv_out_bytes(c, rows * (double)vd[3]);
+    bytes = rq->ret & RET_OUTPUT ? srv_out_bytes(c, rows * (double)vd[3]) : 0;
     if (rq->ret & RET_LSE)
       bytes += srv_out_bytes(c, rows);
     if (rq->ret & RET_WEIGHTS)
@@ -336,7 +336,22 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
   if (srv_check_budget(c, bytes, flops, err) != 0)
     return -1;
 
-  ap->out = srv_output_tensor(c, "output", AB_DTYPE_F32, r, oshape, err);
+  if (rq->ret & RET_OUTPUT) {
+    ap->out = srv_output_tensor(c, "output", AB_DTYPE_F32, r, oshape, err);
+  } else {
+    /* Not asked for, and not sent; the kernel writes it all the same. */
+    int64_t n = (int64_t)sizeof(float);
+    for (i = 0; i < r; i++)
+      if (ab_mul_overflow(n, oshape[i], &n) != 0)
+        n = INT64_MAX;
+    ap->out = (uint64_t)n <= SIZE_MAX ? srv_arena_alloc(&c->arena, (size_t)n)
+                                      : NULL;
+    if (!ap->out)
+      srv_fail(err, 413, NULL,
+               "cannot allocate %.4g MiB for the attention output the "
+               "kernel writes",
+               (double)n / 1048576.0);
+  }
   if (!ap->out)
     return -1;
   if (rq->ret & RET_LSE) {

@@ -1292,15 +1292,21 @@ def test_attention_masks_and_options(server):
         _attn_check(server, dict(params, **{"return": ["output", "lse", "weights"]}), t,
                     {"output": o, "lse": lse, "weights": w}, "b64", what=str(params))
     # A fully masked batch entry: output 0, weights 0, lse -inf (never NaN).
-    r = ok(call(server, "/v1/attention", {"kv_lens": [0, 5], "return": ["lse", "weights"]},
+    r = ok(call(server, "/v1/attention", {"kv_lens": [0, 5], "return": ["output", "lse", "weights"]},
                 {"q": q, "k": k, "v": v}))
     assert np.all(r.out["output"][0] == 0) and np.all(r.out["weights"][0] == 0)
     assert np.all(np.isneginf(r.out["lse"][0]))
-    # "return" lists extras: output is always sent.
-    r = ok(call(server, "/v1/attention", {"return": ["lse"]}, {"q": q, "k": k, "v": v}))
-    assert set(r.out) == {"output", "lse"}
+    # "return" names exactly the outputs sent.
+    for ret in (["lse"], ["weights"], ["lse", "weights"], ["output", "lse"]):
+        r = ok(call(server, "/v1/attention", {"return": ret}, {"q": q, "k": k, "v": v}))
+        assert set(r.out) == set(ret), (ret, set(r.out))
+        if "lse" in ret:
+            close(r.out["lse"], ref_attention(q, k, v)[1], what="lse of %s" % ret)
     r = ok(call(server, "/v1/attention", {}, {"q": q, "k": k, "v": v}))
     assert set(r.out) == {"output"}
+    # lse alone is one tensor: a .npy answer needs no "output" pick.
+    r = ok(call(server, "/v1/attention", {"return": ["lse"]}, {"q": q, "k": k, "v": v}, "b64", "npy"))
+    close(r.out["npy"], ref_attention(q, k, v)[1], what="lse as .npy")
 
 
 def test_attention_layouts_ranks_and_rope(server):
@@ -1308,16 +1314,16 @@ def test_attention_layouts_ranks_and_rope(server):
     o, lse, w = ref_attention(q, k, v, causal=True)
     # bshd: output in bshd; lse/weights head-major.
     sw = lambda a: np.swapaxes(a, 1, 2)  # noqa: E731
-    _attn_check(server, {"layout": "bshd", "causal": True, "return": ["lse", "weights"]},
+    _attn_check(server, {"layout": "bshd", "causal": True, "return": ["output", "lse", "weights"]},
                 {"q": sw(q), "k": sw(k), "v": sw(v)}, {"output": sw(o), "lse": lse, "weights": w},
                 "flat", what="bshd")
     # rank 3 (batch 1) and rank 2 (one head): outputs keep the rank.
-    _attn_check(server, {"causal": True, "return": ["lse", "weights"]}, {"q": q[0], "k": k[0], "v": v[0]},
+    _attn_check(server, {"causal": True, "return": ["output", "lse", "weights"]}, {"q": q[0], "k": k[0], "v": v[0]},
                 {"output": o[0], "lse": lse[0], "weights": w[0]}, what="rank 3")
     _attn_check(server, {"layout": "bshd", "causal": True}, {"q": sw(q)[0], "k": sw(k)[0], "v": sw(v)[0]},
                 {"output": sw(o)[0]}, what="rank 3 bshd")
     o2, lse2, w2 = ref_attention(q[:, :1], k, v, causal=True)
-    _attn_check(server, {"causal": True, "return": ["lse", "weights"]}, {"q": q[0, 0], "k": k[0, 0], "v": v[0, 0]},
+    _attn_check(server, {"causal": True, "return": ["output", "lse", "weights"]}, {"q": q[0, 0], "k": k[0, 0], "v": v[0, 0]},
                 {"output": o2[0, 0], "lse": lse2[0, 0], "weights": w2[0, 0]}, what="rank 2")
     # RoPE fused in: default positions q_offset + r and j; explicit ones.
     q, k, v = _qkv(12, B=1, Hq=2, Hkv=2, Nq=3, Nk=5, D=8, Dv=4)
@@ -1332,7 +1338,7 @@ def test_attention_layouts_ranks_and_rope(server):
         rq = ref_rope_apply(q, ref_angles(qpos, inv), att, inter)
         rk = ref_rope_apply(k, ref_angles(kpos, inv), att, inter)
         o, lse, w = ref_attention(rq, rk, v)
-        _attn_check(server, {"rope": rope, "return": ["weights"]}, {"q": q, "k": k, "v": v},
+        _attn_check(server, {"rope": rope, "return": ["output", "weights"]}, {"q": q, "k": k, "v": v},
                     {"output": o, "weights": w}, "safetensors", what="rope %s" % rope)
     # YaRN's attention factor scales q and k (so the logits by its square).
     inv, att = ref_rope_inv_freq(8, 10000.0, "yarn", None, factor=4, original_max_position_embeddings=16)
@@ -1403,7 +1409,7 @@ def test_attention_worked_examples(server):
                 [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]]),
     }
     for name, (params, extra, out0, out1, w0) in ex.items():
-        p = dict(params, layout="bshd", **{"return": ["weights", "lse"]})
+        p = dict(params, layout="bshd", **{"return": ["weights", "lse", "output"]})
         r = ok(call(server, "/v1/attention", p, dict(T, **extra)), name)
         close(r.out["output"][0, :, 0], out0, rtol=2e-6, atol=2e-6, what=name + " head 0")
         if out1 is not None:
