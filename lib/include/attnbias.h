@@ -503,7 +503,9 @@ AB_API enum ab_status ab_bias_table_job(const struct ab_bias_params *p,
 struct ab_attn_params {
   /* q [B, Hq, Nq, D], k [B, Hkv, Nk, D], v [B, Hkv, Nk, Dv] in `layout`
    * (BSHD swaps the seq and head axes); rank 4 (rank 3 means B = 1 and
-   * rank 2 B = 1, one head).  Any float dtype, any strides. */
+   * rank 2 B = 1, one head), each tensor's its own: k and v [Nk, D] with
+   * q [Hq, Nq, D] is multi-query attention.  Any float dtype, any
+   * strides. */
   const struct ab_tensor *q, *k, *v;
   enum ab_layout layout;
   int has_scale;       /* 0: scale = 1/sqrt(D) */

@@ -149,16 +149,18 @@ static enum ab_status attn_check(const struct ab_attn_params *p,
       (st = ab__check_tensor(p->k, "k", 0)) != AB_STATUS_OK ||
       (st = ab__check_tensor(p->v, "v", 0)) != AB_STATUS_OK)
     return st;
-  if (p->q->ndim < 2)
-    return ab__fail(AB_STATUS_BAD_SHAPE, "q",
-                    "q has rank %d; attention takes rank 2, 3 or 4",
-                    (int)p->q->ndim);
-  if (p->k->ndim != p->q->ndim)
-    return ab__fail(AB_STATUS_BAD_SHAPE, "k", "k has rank %d but q has rank %d",
-                    (int)p->k->ndim, (int)p->q->ndim);
-  if (p->v->ndim != p->q->ndim)
-    return ab__fail(AB_STATUS_BAD_SHAPE, "v", "v has rank %d but q has rank %d",
-                    (int)p->v->ndim, (int)p->q->ndim);
+  /* Each tensor's rank is its own (rank 3: B = 1, rank 2: B = 1 and one
+   * head), so a multi-query k and v may come as [Nk, D] beside q
+   * [B=1, Hq, Nq, D]; the shapes they imply must then agree. */
+  {
+    const struct ab_tensor *t[3] = {p->q, p->k, p->v};
+    static const char *const names[3] = {"q", "k", "v"};
+    for (i = 0; i < 3; i++)
+      if (t[i]->ndim < 2 || t[i]->ndim > 4)
+        return ab__fail(AB_STATUS_BAD_SHAPE, names[i],
+                        "%s has rank %d; attention takes rank 2, 3 or 4",
+                        names[i], (int)t[i]->ndim);
+  }
   view4(p->q, NULL, p->layout, qsh, s->qst);
   view4(p->k, NULL, p->layout, ksh, s->kst);
   view4(p->v, NULL, p->layout, vsh, s->vst);

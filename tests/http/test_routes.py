@@ -1322,6 +1322,15 @@ def test_attention_layouts_ranks_and_rope(server):
                 {"output": o[0], "lse": lse[0], "weights": w[0]}, what="rank 3")
     _attn_check(server, {"layout": "bshd", "causal": True}, {"q": sw(q)[0], "k": sw(k)[0], "v": sw(v)[0]},
                 {"output": sw(o)[0]}, what="rank 3 bshd")
+    # Each tensor's rank is its own: multi-query k, v [Nk, D] beside q
+    # [Hq, Nq, D] or [1, Hq, Nq, D]; outputs take q's rank.
+    _attn_check(server, {"causal": True, "return": ["output", "lse"]},
+                {"q": q[0], "k": k[0, 0], "v": v[0, 0]}, {"output": o[0], "lse": lse[0]},
+                what="q rank 3, k and v rank 2")
+    _attn_check(server, {"causal": True}, {"q": q, "k": k[0], "v": v[0, 0]}, {"output": o},
+                "safetensors", what="q rank 4, k rank 3, v rank 2")
+    _attn_check(server, {"layout": "bshd", "causal": True},
+                {"q": sw(q), "k": k[0, 0], "v": sw(v)[0]}, {"output": sw(o)}, what="bshd mixed")
     o2, lse2, w2 = ref_attention(q[:, :1], k, v, causal=True)
     _attn_check(server, {"causal": True, "return": ["output", "lse", "weights"]}, {"q": q[0, 0], "k": k[0, 0], "v": v[0, 0]},
                 {"output": o2[0, 0], "lse": lse2[0, 0], "weights": w2[0, 0]}, what="rank 2")

@@ -229,6 +229,7 @@ static double *rand_array(int64_t n, double lo, double hi)
 struct rcase {
   int64_t B, Hq, Hkv, Nq, Nk, D, Dv;
   int layout, rank, dq, dk, dv, strided;
+  int krank, vrank;  /* 0: rank (each tensor's rank is its own) */
   int has_scale;
   double scale, softcap;
   int has_q_offset;
@@ -260,12 +261,13 @@ static void describe(const struct rcase *c)
 {
   fprintf(stderr,
           "  case: B%lld Hq%lld Hkv%lld Nq%lld Nk%lld D%lld Dv%lld layout %d "
-          "rank %d dtypes %d/%d/%d strided %d scale %d:%g softcap %g "
+          "rank %d/%d/%d dtypes %d/%d/%d strided %d scale %d:%g softcap %g "
           "q_offset %d:%lld causal %d window [%lld,%lld] kv_lens %d "
           "attn_bias rank %d ones %x dtype %d ninf %g tiles %lldx%lld isa %s\n",
           (long long)c->B, (long long)c->Hq, (long long)c->Hkv,
           (long long)c->Nq, (long long)c->Nk, (long long)c->D,
-          (long long)c->Dv, c->layout, c->rank, c->dq, c->dk, c->dv,
+          (long long)c->Dv, c->layout, c->rank, c->krank, c->vrank, c->dq,
+          c->dk, c->dv,
           c->strided, c->has_scale, c->scale, c->softcap, c->has_q_offset,
           (long long)c->q_offset, c->causal, (long long)c->wl,
           (long long)c->wr, c->kv_lens, c->ab_rank, c->ab_ones, c->ab_dtype,
@@ -299,10 +301,10 @@ static int run_case(const struct rcase *c, double rtol, double atol)
   P.v = rand_array(c->B * c->Hkv * c->Nk * c->Dv, -1, 1);
   if (make_tensor(&tq, P.q, c->B, c->Hq, c->Nq, c->D, c->layout, c->rank,
                   c->dq, c->strided) ||
-      make_tensor(&tk, P.k, c->B, c->Hkv, c->Nk, c->D, c->layout, c->rank,
-                  c->dk, c->strided) ||
-      make_tensor(&tv, P.v, c->B, c->Hkv, c->Nk, c->Dv, c->layout, c->rank,
-                  c->dv, c->strided))
+      make_tensor(&tk, P.k, c->B, c->Hkv, c->Nk, c->D, c->layout,
+                  c->krank ? c->krank : c->rank, c->dk, c->strided) ||
+      make_tensor(&tv, P.v, c->B, c->Hkv, c->Nk, c->Dv, c->layout,
+                  c->vrank ? c->vrank : c->rank, c->dv, c->strided))
     FAIL_AT("out of memory");
   ab_attn_params_init(&p);
   ref_opts_init(&o, &P);
@@ -1010,6 +1012,14 @@ TEST(attn_random_combinations)
     c.want_w = (int)test_randint(0, 1);
     c.max_rows = test_randint(0, 2) == 0 ? test_randint(1, 40) : 0;
     c.key_tile = test_randint(0, 2) == 0 ? test_randint(1, 40) : 0;
+    /* Ranks of their own where the shapes allow one: batch 1 drops the
+     * batch axis, one head the head axis too. */
+    if (c.B == 1) {
+      int lo_q = c.Hq == 1 ? 2 : 3, lo_kv = c.Hkv == 1 ? 2 : 3;
+      c.rank = (int)test_randint(lo_q, 4);
+      c.krank = (int)test_randint(lo_kv, 4);
+      c.vrank = (int)test_randint(lo_kv, 4);
+    }
     if (run_case(&c, RTOL, ATOL))
       return 1;
   }
@@ -1567,8 +1577,13 @@ TEST(attn_errors_name_the_argument)
   t2.shape[1] = 1;
   CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "v"); /* heads */
   t2 = tv;
-  t2.ndim = 3;
+  t2.ndim = 3; /* its own rank: [Hkv, Nk, Dv] with batch 1, but q has 2 */
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "v");
+  CHECK(strstr(ab_last_error()->msg, "batch") != NULL);
+  t2 = tv;
+  t2.ndim = 1;
   CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_SHAPE, "v"); /* rank */
+  CHECK(strstr(ab_last_error()->msg, "rank 1") != NULL);
   t2 = tv;
   t2.dtype = AB_DTYPE_I32;
   CHECK_FAILS(ab_attention(&p), AB_STATUS_BAD_DTYPE, "v");
