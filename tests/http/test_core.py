@@ -109,6 +109,10 @@ def test_problem_names_the_field(server):
 def test_unsupported_media_type_415(server):
     r = server.post("/v1/bias", body=BIAS_BODY, headers={"Content-Type": "text/plain"})
     check_problem(r, 415)
+    # No Content-Type at all: read as JSON (documented).
+    out = server.raw(b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(BIAS_BODY), BIAS_BODY))
+    assert out.startswith(b"HTTP/1.1 200 "), out[:300]
 
 
 def test_ignored_fields_header(server):
