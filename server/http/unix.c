@@ -11,12 +11,21 @@
  * The path is ours only while we listen on it: a stale socket left by a
  * server that died is replaced, a live one (another server answers on it)
  * or any other kind of file is never touched, and at drain the path is
- * removed only if it is still the socket this process bound. */
+ * removed only if it is still the socket this process bound.  "Stale" is
+ * decided under an exclusive lock on PATH.lock, held for the life of the
+ * process (the kernel drops it when the process dies, however it dies):
+ * without it, a socket another server has bound but not yet put to
+ * listen() refuses connections just like a dead one's, and two servers
+ * started together would each take the path from the other.  The lock
+ * file stays: removing it would let a third server lock a new file while
+ * the second still holds the old one. */
 #include "http/http.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -27,6 +36,7 @@
 static char g_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static dev_t g_dev;
 static ino_t g_ino;
+static int g_lock = -1; /* PATH.lock, flock()ed while we serve on PATH */
 
 static int unix_addr(const char *path, struct sockaddr_un *a)
 {
@@ -103,49 +113,89 @@ static int clear_stale(const char *path, char *msg, size_t cap)
   return 0;
 }
 
+/* Lock PATH.lock for the life of the process, or say who holds it. */
+static int take_lock(const char *path, char *msg, size_t cap)
+{
+  char lock[sizeof g_path + 8];
+
+  snprintf(lock, sizeof lock, "%s.lock", path);
+  g_lock = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (g_lock < 0) {
+    snprintf(msg, cap, "--unix-socket %s: cannot open the lock file %s: %s",
+             path, lock, strerror(errno));
+    return -1;
+  }
+  if (flock(g_lock, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      snprintf(msg, cap,
+               "--unix-socket %s: another server is listening on this "
+               "socket, or starting to (it holds %s)",
+               path, lock);
+    else
+      snprintf(msg, cap, "--unix-socket %s: cannot lock %s: %s", path, lock,
+               strerror(errno));
+    close(g_lock);
+    g_lock = -1;
+    return -1;
+  }
+  return 0;
+}
+
 int srv_unix_listen(const char *path, int mode, int backlog, char *msg,
                     size_t cap)
 {
   struct sockaddr_un a;
   struct stat st;
-  int fd;
+  mode_t old_mask = 0;
+  int fd, rc;
 
   if (unix_addr(path, &a) != 0) {
     snprintf(msg, cap, "--unix-socket %s: not a valid socket path", path);
     return -1;
   }
-  if (clear_stale(path, msg, cap) != 0)
+  if (take_lock(path, msg, cap) != 0)
     return -1;
+  if (clear_stale(path, msg, cap) != 0)
+    goto fail;
   /* Non-blocking: every polling thread of MHD's pool accepts on it. */
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     snprintf(msg, cap, "--unix-socket %s: socket: %s", path, strerror(errno));
-    return -1;
+    goto fail;
   }
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+  /* bind creates the file with 0777 less the umask: a umask made of the
+   * mode's complement gives it the mode from the start, with no chmod by
+   * name afterwards (which a symlink put in its place would redirect).
+   * The umask is the process's, but no other thread creates files. */
+  if (mode >= 0)
+    old_mask = umask((mode_t)(~mode & 0777));
+  rc = bind(fd, (struct sockaddr *)&a, sizeof a);
+  if (mode >= 0)
+    umask(old_mask);
+  if (rc != 0) {
     snprintf(msg, cap, "--unix-socket %s: %s", path, strerror(errno));
     close(fd);
-    return -1;
+    goto fail;
   }
-  /* The mode is set before listen: until then a connect is refused, so
-   * nobody gets in under the umask's permissions. */
-  if (mode >= 0 && chmod(path, (mode_t)mode) != 0) {
-    snprintf(msg, cap, "--unix-socket-mode %o on %s: %s", (unsigned)mode,
-             path, strerror(errno));
-    close(fd);
-    unlink(path);
-    return -1;
-  }
-  if (listen(fd, backlog) != 0 || stat(path, &st) != 0) {
+  if (listen(fd, backlog) != 0 || lstat(path, &st) != 0) {
     snprintf(msg, cap, "--unix-socket %s: %s", path, strerror(errno));
     close(fd);
     unlink(path); /* the file bind just made */
-    return -1;
+    goto fail;
+  }
+  if (!S_ISSOCK(st.st_mode)) { /* replaced under us: not ours to remove */
+    snprintf(msg, cap, "--unix-socket %s: replaced while starting", path);
+    close(fd);
+    goto fail;
   }
   memcpy(g_path, path, strlen(path) + 1);
   g_dev = st.st_dev;
   g_ino = st.st_ino;
   return fd;
+fail:
+  close(g_lock);
+  g_lock = -1;
+  return -1;
 }
 
 void srv_unix_remove(void)
@@ -160,4 +210,7 @@ void srv_unix_remove(void)
       st.st_ino == g_ino)
     unlink(g_path);
   g_path[0] = '\0';
+  if (g_lock >= 0) /* after the unlink: the next server may take the path */
+    close(g_lock);
+  g_lock = -1;
 }

@@ -30,6 +30,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -218,3 +219,47 @@ def test_socket_mode(binary, start):
                            env=dict(os.environ, ATTNBIAS_UNIX_SOCKET_MODE="888"))
         assert r.returncode == 2 and "ATTNBIAS_UNIX_SOCKET_MODE" in r.stderr, r
         assert not os.path.exists(path)
+
+
+def test_two_servers_on_one_path(binary):
+    """PATH.lock decides between servers started at the same moment: one
+    serves, the other exits 1 and touches nothing -- in particular it never
+    takes the path from the first (a socket bound but not yet listening
+    refuses connections like a dead one) nor removes it when it stops."""
+    import fcntl
+    with tempfile.TemporaryDirectory() as tmp:
+        path = sock_path(tmp)
+        for _ in range(10):
+            procs = [subprocess.Popen([binary, "--unix-socket", path], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True) for _ in range(2)]
+            deadline = 30 * run.SLOW
+            end = time.monotonic() + deadline
+            while all(p.poll() is None for p in procs):
+                assert time.monotonic() < end, "neither of two servers gave up"
+                time.sleep(0.01)
+            loser = next(p for p in procs if p.poll() is not None)
+            winner = next(p for p in procs if p is not loser)
+            err = loser.communicate(timeout=deadline)[1]
+            assert loser.returncode == 1 and "another server" in err, (loser.returncode, err)
+            assert "listening on unix:" in winner.stdout.readline()
+            r = cli(binary, "--healthcheck", "--unix-socket", path)
+            assert r.returncode == 0, r
+            winner.terminate()
+            assert winner.wait(deadline) == 0
+            assert not os.path.exists(path)
+        # The lock held by someone else (a server starting): refused, and
+        # a stale socket at the path is left alone until the lock is free.
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(path)
+        s.close()
+        with open(path + ".lock", "w") as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX)
+            r = cli(binary, "--unix-socket", path)
+            assert r.returncode == 1 and path + ".lock" in r.stderr, r
+            assert stat.S_ISSOCK(os.lstat(path).st_mode)
+        # A symlink in the lock file's place is not followed.
+        os.unlink(path + ".lock")
+        os.symlink(os.path.join(tmp, "elsewhere"), path + ".lock")
+        r = cli(binary, "--unix-socket", path)
+        assert r.returncode == 1 and "lock file" in r.stderr, r
+        assert not os.path.exists(os.path.join(tmp, "elsewhere"))
