@@ -518,7 +518,7 @@ TEST(codec_tensor_data_form_dtypes)
                              "{\"x\": {\"shape\": [1], \"data\": [1], "
                              "\"layout\": \"c\"}}",
                              "x", &t, &err), 1);
-  CHECK_STR(c.ignored.data, "/x/layout");
+  CHECK_STR(c.ignored.data, "x.layout");
   call_free(&c);
   return 0;
 }
