@@ -42,7 +42,9 @@ static int wait_idle(const sigset_t *set, double secs)
   double deadline = mono_s() + secs;
   int left;
 
-  while ((left = srv_http_inflight()) > 0) {
+  /* A call whose client went away still runs on the pool until it sees
+   * it (srv_call.cancel): count it too, so the drain deadline holds. */
+  while ((left = srv_http_inflight() + srv_work_busy()) > 0) {
     double rest = deadline - mono_s();
     if (rest <= 0)
       break;
@@ -63,7 +65,8 @@ static void drain(const sigset_t *set)
   srv_http_drain();
   left = wait_idle(set, srv_cfg.drain_s);
   if (left > 0) {
-    srv_log("drain: %d request(s) still open; cutting them", left);
+    srv_log("drain: %d request(s) or job(s) still open; cutting them",
+            left);
     /* The pool skips what it has not started and its calls answer 503;
      * once it has stopped, a moment lets those answers go out before the
      * connections close. */

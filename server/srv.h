@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -223,6 +224,10 @@ struct srv_call {
    * piece of the call's job that succeeded. */
   struct srv_stream *stream;
   void (*piece_done)(struct srv_call *c, int64_t piece);
+  /* Set (any thread) when nobody waits for the answer any more -- the
+   * client of a streamed call went away: the pool skips the pieces it has
+   * not started. */
+  _Atomic int cancel;
 };
 
 /* Add the field at a JSON pointer to c->ignored, by name: the pointer's

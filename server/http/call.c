@@ -514,20 +514,6 @@ int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
   return 1;
 }
 
-double srv_call_kernel_seconds(struct srv_call *c)
-{
-  struct srv_stream *s = c->stream;
-  double k;
-
-  if (!s)
-    return c->kernel_seconds;
-  /* The pool writes kernel_seconds before it takes mu to mark the end. */
-  pthread_mutex_lock(&s->mu);
-  k = s->failed || s->ended ? c->kernel_seconds : 0.0;
-  pthread_mutex_unlock(&s->mu);
-  return k;
-}
-
 uint64_t srv_call_stream_length(const struct srv_call *c)
 {
   return c->stream ? c->stream->total : 0;

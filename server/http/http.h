@@ -73,18 +73,18 @@ long srv_call_stream_read(struct srv_call *c, uint64_t pos, char *buf,
                           void *arg);
 /* The whole response's length. */
 uint64_t srv_call_stream_length(const struct srv_call *c);
-/* c->kernel_seconds once the pool is done with c; for a streamed call
- * whose client went away before its job ended, what is known so far (0). */
-double srv_call_kernel_seconds(struct srv_call *c);
 
 /* ---- metrics.c: counters (all thread-safe, lock-free) ---------------- */
 
-/* One finished request: route index into srv_route_table (-1 for requests
- * that matched no route), status sent, wall time, body bytes both ways and
- * kernel thread-seconds. */
+/* One request answered in full: route index into srv_route_table (-1 for
+ * requests that matched no route), status sent, wall time and body bytes
+ * both ways.  A request whose answer was cut (client gone, drain deadline)
+ * counts under srv_metrics_reject instead. */
 void srv_metrics_request(int route, int status, double seconds,
-                         uint64_t bytes_in, uint64_t bytes_out,
-                         double kernel_seconds);
+                         uint64_t bytes_in, uint64_t bytes_out);
+/* Kernel thread-seconds spent for a route's call, once its pool work is
+ * over (for a streamed call that may be after its request completed). */
+void srv_metrics_kernel(int route, double kernel_seconds);
 void srv_metrics_reject(enum srv_reject why);
 
 /* ---- mhd.c: gauges read by the metrics ------------------------------- */

@@ -45,16 +45,24 @@ static uint64_t to_ns(double s)
   return s > 0 ? (uint64_t)(s * 1e9 + 0.5) : 0;
 }
 
-void srv_metrics_request(int route, int status, double seconds,
-                         uint64_t bytes_in, uint64_t bytes_out,
-                         double kernel_seconds)
+static struct route_stats *route_stats(int route)
 {
-  struct route_stats *r;
-  size_t b = 0;
-
   if (route < 0 || route >= MAX_ROUTES - 1)
     route = MAX_ROUTES - 1; /* "none": no route matched */
-  r = &g_routes[route];
+  return &g_routes[route];
+}
+
+void srv_metrics_kernel(int route, double kernel_seconds)
+{
+  ADD(route_stats(route)->kernel_ns, to_ns(kernel_seconds));
+}
+
+void srv_metrics_request(int route, int status, double seconds,
+                         uint64_t bytes_in, uint64_t bytes_out)
+{
+  struct route_stats *r = route_stats(route);
+  size_t b = 0;
+
   if (status >= 0 && status < NSTATUS)
     ADD(r->status[status], 1);
   while (b < NBUCKETS && seconds > g_bounds[b])
@@ -62,7 +70,6 @@ void srv_metrics_request(int route, int status, double seconds,
   ADD(r->bucket[b], 1);
   ADD(r->count, 1);
   ADD(r->sum_ns, to_ns(seconds));
-  ADD(r->kernel_ns, to_ns(kernel_seconds));
   ADD(g_bytes_in, bytes_in);
   ADD(g_bytes_out, bytes_out);
 }

@@ -60,6 +60,7 @@ struct srv_req {
   int close;             /* send Connection: close */
   int has_body;          /* a body follows the headers */
   int may_discard;       /* a refusal may wait for the body's end */
+  int cut;               /* we closed the connection after a refusal */
   int status;            /* status queued, 0: none */
   struct srv_err early;  /* headers of an early error (Allow, ...) */
   struct srv_buf body;
@@ -591,7 +592,11 @@ static void on_stream_done(struct srv_call *c, void *arg)
 {
   struct srv_req *rq = arg;
 
-  (void)c;
+  srv_metrics_kernel(rq->route, c->kernel_seconds);
+  if (atomic_load(&c->cancel))
+    srv_log("%s %s: the client went away; the rest of its job was skipped "
+            "(%.3f kernel-seconds spent)",
+            rq->method, rq->path, c->kernel_seconds);
   unadmit(rq);
   req_release(rq); /* the pool's reference */
 }
@@ -722,6 +727,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     if (rq->discarded > g_discard_max) {
       /* Not worth the reading: close, and count the refusal. */
       rq->status = rq->call.status;
+      rq->cut = 1;
       return MHD_NO;
     }
     notice_peer_eof(conn);
@@ -754,12 +760,21 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   *con_cls = NULL;
   secs = (double)(srv_now_ns() - rq->t0_ns) * 1e-9;
   in = rq->discarded ? rq->discarded : rq->received;
-  if (rq->status) {
-    srv_metrics_request(rq->route, rq->status, secs, in, rq->bytes_out,
-                        srv_call_kernel_seconds(&rq->call));
-  } else {
+  /* An answer counts once it went out whole: one cut short (the client
+   * gone, the drain deadline) is a rejection, whatever its status line
+   * said.  A streamed call's kernel time is counted when its job ends
+   * (on_stream_done), which may come later: a client gone makes the pool
+   * skip the pieces not started. */
+  if (rq->status && (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK || rq->cut))
+    srv_metrics_request(rq->route, rq->status, secs, in, rq->bytes_out);
+  else
     srv_metrics_reject(atomic_load(&g_draining) ? SRV_REJECT_CUT
                                                 : SRV_REJECT_CLIENT_CLOSED);
+  if (rq->call.stream) {
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+      atomic_store(&rq->call.cancel, 1);
+  } else {
+    srv_metrics_kernel(rq->route, rq->call.kernel_seconds);
   }
   if (rq->status && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
     srv_log("%s %s %d in=%llu out=%llu %.3fms", rq->method, rq->path,

@@ -65,6 +65,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct task *g_pending, *g_pending_tail; /* under g_lock */
 static int g_stopping;                          /* under g_lock */
 static _Atomic int g_cancel;
+static _Atomic int g_busy; /* calls submitted whose done has not run */
 
 /* Scratch for one work item: 64-byte aligned as ab_job_run wants. */
 static void *scratch_alloc(size_t n)
@@ -129,6 +130,11 @@ static void work_cb(uv_work_t *w)
           fail_task(t, 503, AB_STATUS_OK,
                     "the server is shutting down and the drain deadline "
                     "passed before this request was computed");
+          break;
+        }
+        if (atomic_load_explicit(&c->cancel, memory_order_relaxed)) {
+          fail_task(t, 503, AB_STATUS_OK,
+                    "the client went away before the answer was computed");
           break;
         }
         /* Pieces are numbered costliest first, so taking them in order
@@ -210,6 +216,7 @@ static void finish_task(struct task *t)
 
   task_free(t);
   done(c, status, arg);
+  atomic_fetch_sub(&g_busy, 1);
 }
 
 static void after_work_cb(uv_work_t *w, int status)
@@ -347,6 +354,7 @@ int srv_work_submit_full(struct srv_call *c, srv_work_complete_fn complete,
   else
     g_pending = t;
   g_pending_tail = t;
+  atomic_fetch_add(&g_busy, 1);
   /* Sent under the lock so that srv_work_stop cannot close the handle
    * between the check of g_stopping and this call. */
   uv_async_send(&g_wake);
@@ -394,6 +402,8 @@ int srv_work_run_inline(struct srv_call *c, struct srv_err *err)
 }
 
 void srv_work_cancel(void) { atomic_store(&g_cancel, 1); }
+
+int srv_work_busy(void) { return atomic_load(&g_busy); }
 
 int srv_work_threads(void) { return g_threads; }
 

@@ -30,6 +30,10 @@ int srv_work_submit_full(struct srv_call *c, srv_work_complete_fn complete,
  * already running finish (a kernel cannot be interrupted). */
 void srv_work_cancel(void);
 
+/* Calls submitted whose `done` has not run yet: work the drain waits for
+ * even when no connection waits for it any more. */
+int srv_work_busy(void);
+
 /* Number of pool threads (0 before srv_work_start). */
 int srv_work_threads(void);
 

@@ -18,6 +18,7 @@ import http.client
 import json
 import math
 import signal
+import socket
 import struct
 import time
 
@@ -364,3 +365,67 @@ def test_streamed_concurrent_readers_full_slow_and_gone(server):
     assert counts["whole"] and counts["gone"], counts
     assert server.get("/healthz").status == 200
     wait_all_closed(server)
+
+
+def test_abandoned_stream_stops_its_job(start):
+    """A client that leaves a streamed answer early: the pool skips the
+    pieces not started, the request counts as client_closed (not as a 200),
+    its kernel time is still counted, and the drain deadline holds -- a job
+    nobody waits for does not keep a stopping server alive."""
+    srv = start("--threads", "1", "--drain-s", "0.5")
+    # 275 GFLOP on one thread (a few seconds; under valgrind 4096 keys).
+    q, k, v = qkv(41, 1, 32768, 64)
+    if run.VALGRIND:
+        k, v = k[:, :, :4096], v[:, :, :4096]
+    body = st_dump({"q": q, "k": k, "v": v}, {})
+    before = srv.metrics()
+    s = srv.connect(timeout=60)
+    try:
+        head, _ = send_until_headers(s, body)
+        assert head.startswith(b"HTTP/1.1 200") and b"stream" in head, head[:200]
+        # Reset, not FIN: the next bytes the server sends fail at once.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    finally:
+        s.close()
+    deadline = time.monotonic() + 60 * run.SLOW
+    while "the rest of its job was skipped" not in srv.log():
+        assert time.monotonic() < deadline, srv.log()[-2000:]
+        time.sleep(0.05)
+    wait_all_closed(srv)
+    m = srv.metrics()
+
+    def delta(name, **labels):
+        key = (name, frozenset(labels.items()))
+        return m.get(key, 0.0) - before.get(key, 0.0)
+    assert delta("attnbias_requests_total", route="attention", status="200") == 0
+    assert delta("attnbias_rejected_total", reason="client_closed") == 1
+    assert delta("attnbias_kernel_seconds_total", route="attention") > 0
+    # The same again, then SIGTERM: the drain waits for the job (it still
+    # runs, the pool not having seen the reset yet) only until --drain-s.
+    s = srv.connect(timeout=60)
+    try:
+        send_until_headers(s, body)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    finally:
+        s.close()
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(60 * run.SLOW) == 0
+
+
+def test_streamed_kernel_time_is_counted(server):
+    """Every streamed answer's kernel time reaches
+    attnbias_kernel_seconds_total, though its job may end after the
+    request completed."""
+    q, k, v = qkv(42, 8, 512, 64)
+    body = st_dump({"q": q, "k": k, "v": v}, {})
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=60 * run.SLOW)
+    key = ("attnbias_kernel_seconds_total", frozenset({("route", "attention")}))
+    try:
+        for i in range(5):
+            before = server.metrics().get(key, 0.0)
+            status, ctype, data = post(conn, "/v1/attention", body, ST, ST)
+            assert status == 200, data[:200]
+            wait_all_closed(server)
+            assert server.metrics().get(key, 0.0) > before, i
+    finally:
+        conn.close()

@@ -483,10 +483,12 @@ TEST(metrics_text_format)
     if (strcmp(tab[i].path, "/v1/rope") == 0)
       rope = (int)i;
   CHECK(rope >= 0);
-  srv_metrics_request(rope, 200, 0.003, 100, 2000, 0.5);
-  srv_metrics_request(rope, 200, 0.2, 10, 20, 0.25);
-  srv_metrics_request(rope, 400, 0.0001, 5, 50, 0);
-  srv_metrics_request(-1, 404, 0.0001, 0, 30, 0);
+  srv_metrics_request(rope, 200, 0.003, 100, 2000);
+  srv_metrics_kernel(rope, 0.5);
+  srv_metrics_request(rope, 200, 0.2, 10, 20);
+  srv_metrics_kernel(rope, 0.25);
+  srv_metrics_request(rope, 400, 0.0001, 5, 50);
+  srv_metrics_request(-1, 404, 0.0001, 0, 30);
   srv_metrics_reject(SRV_REJECT_QUEUE_FULL);
 
   srv_buf_init(&b, 0);
