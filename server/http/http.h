@@ -18,7 +18,8 @@
   X(BAD_FRAMING, "bad_framing")                                                \
   X(OVER_BUDGET, "over_budget")                                                \
   X(CLIENT_CLOSED, "client_closed")                                            \
-  X(CUT, "cut_at_drain_deadline")
+  X(CUT, "cut_at_drain_deadline")                                              \
+  X(SLOW_UPLOAD, "slow_upload")
 
 enum srv_reject {
 #define SRV_X_(name, label) SRV_REJECT_##name,

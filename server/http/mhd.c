@@ -39,6 +39,15 @@
  * wait for it before sending the body. */
 #define DISCARD_SLACK ((unsigned long long)64 << 20)
 
+/* A body holds a --max-queue slot while it arrives, and libmicrohttpd's
+ * timeout only closes a connection that sends nothing at all: one byte
+ * every few seconds would hold the slot for ever, and --max-queue such
+ * uploads would lock every client out.  So a body must also arrive at
+ * this average rate once --timeout-s has passed (Apache's mod_reqtimeout
+ * has the same idea): after t seconds it must have at least
+ * (t - timeout) * MIN_UPLOAD_RATE bytes, else the connection is closed. */
+#define MIN_UPLOAD_RATE 65536.0 /* bytes per second */
+
 /* Bytes MHD asks a streamed response for at a time (its send buffer). */
 #define STREAM_BLOCK ((size_t)256 << 10)
 
@@ -61,6 +70,7 @@ struct srv_req {
   int has_body;          /* a body follows the headers */
   int may_discard;       /* a refusal may wait for the body's end */
   int cut;               /* we closed the connection after a refusal */
+  int counted;           /* already in the metrics (a reject) */
   int status;            /* status queued, 0: none */
   struct srv_err early;  /* headers of an early error (Allow, ...) */
   struct srv_buf body;
@@ -255,6 +265,14 @@ static enum MHD_Result send_call(struct srv_req *rq, struct MHD_Connection *conn
 }
 
 static void notice_peer_eof(struct MHD_Connection *conn);
+
+/* Past --timeout-s, a body arriving under MIN_UPLOAD_RATE on average. */
+static int upload_too_slow(const struct srv_req *rq)
+{
+  double t = (double)(srv_now_ns() - rq->t0_ns) * 1e-9 - srv_cfg.timeout_s;
+
+  return t > 0 && (double)rq->received < t * MIN_UPLOAD_RATE;
+}
 
 /* 1 when the client waits for "100 Continue" before sending its body. */
 static int expects_continue(struct MHD_Connection *conn)
@@ -696,6 +714,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     *upload_size = 0;
     if (srv_buf_append(&rq->body, upload, n) == 0) {
       rq->received += n;
+      if (upload_too_slow(rq)) {
+        srv_log("%s %s: the body arrives too slowly (%llu bytes in %.1f s); "
+                "closing",
+                rq->method, rq->path, (unsigned long long)rq->received,
+                (double)(srv_now_ns() - rq->t0_ns) * 1e-9);
+        srv_metrics_reject(SRV_REJECT_SLOW_UPLOAD);
+        rq->counted = 1;
+        return MHD_NO;
+      }
       /* A complete Content-Length body needs no peek: MHD calls again
        * with 0 bytes at once. */
       if (rq->length == 0 || rq->body.len < rq->length)
@@ -767,7 +794,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
    * skip the pieces not started. */
   if (rq->status && (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK || rq->cut))
     srv_metrics_request(rq->route, rq->status, secs, in, rq->bytes_out);
-  else
+  else if (!rq->counted)
     srv_metrics_reject(atomic_load(&g_draining) ? SRV_REJECT_CUT
                                                 : SRV_REJECT_CLIENT_CLOSED);
   if (rq->call.stream) {

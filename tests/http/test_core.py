@@ -637,3 +637,38 @@ def test_env_configures(start):
     # A flag wins over the environment.
     srv2 = start("--max-body-mb", "1", env={"ATTNBIAS_MAX_BODY_MB": "0.001"})
     assert srv2.post("/v1/bias", json=dict(BIAS, pad="x" * 2000)).status == 200
+
+
+def test_slow_uploads_lose_their_queue_slots(start):
+    """A body trickling in (a byte every 0.3 s) holds a --max-queue slot
+    only until --timeout-s has passed: then it must keep arriving at 64 KiB/s
+    on average or its connection is closed, and the slot frees for others."""
+    srv = start("--max-queue", "2", "--timeout-s", "1")
+    socks = []
+    try:
+        for _ in range(2):
+            s = srv.connect()
+            s.sendall(b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 1000\r\n\r\n{")
+            socks.append(s)
+        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 2, what="two slots taken")
+        check_problem(srv.post("/v1/bias", json=BIAS), 503)
+        closed = [False, False]
+        deadline = time.monotonic() + 10 * run.SLOW
+        while not all(closed):
+            assert time.monotonic() < deadline, "slow uploads still open"
+            for i, s in enumerate(socks):
+                if not closed[i]:
+                    try:
+                        s.sendall(b" ")
+                    except OSError:
+                        closed[i] = True
+            time.sleep(0.3)
+        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 0, what="slots freed")
+        assert srv.post("/v1/bias", json=BIAS).status == 200
+        m = srv.metrics()
+        assert m[("attnbias_rejected_total", frozenset({("reason", "slow_upload")}))] == 2
+        assert "arrives too slowly" in srv.log()
+    finally:
+        for s in socks:
+            s.close()
