@@ -69,8 +69,8 @@ struct srv_req {
   int close;             /* send Connection: close */
   int has_body;          /* a body follows the headers */
   int may_discard;       /* a refusal may wait for the body's end */
-  int cut;               /* we closed the connection after a refusal */
   int counted;           /* already in the metrics (a reject) */
+  int stream_whole;      /* MHD took a streamed answer's last bytes */
   int status;            /* status queued, 0: none */
   struct srv_err early;  /* headers of an early error (Allow, ...) */
   struct srv_buf body;
@@ -598,6 +598,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
   struct srv_req *rq = cls;
   long n = srv_call_stream_read(&rq->call, pos, buf, max, stream_suspend, rq);
 
+  if (n > 0 && pos + (uint64_t)n >= srv_call_stream_length(&rq->call))
+    rq->stream_whole = 1; /* MHD has the last bytes */
   /* A failure after the status line went out can only cut the body:
    * the client sees fewer bytes than Content-Length said. */
   return n < 0 ? MHD_CONTENT_READER_END_WITH_ERROR : (ssize_t)n;
@@ -754,7 +756,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     if (rq->discarded > g_discard_max) {
       /* Not worth the reading: close, and count the refusal. */
       rq->status = rq->call.status;
-      rq->cut = 1;
       return MHD_NO;
     }
     notice_peer_eof(conn);
@@ -780,6 +781,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   struct srv_req *rq = *con_cls;
   double secs;
   uint64_t in;
+  int cut_short;
 
   (void)cls;
   if (!rq)
@@ -787,22 +789,22 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   *con_cls = NULL;
   secs = (double)(srv_now_ns() - rq->t0_ns) * 1e-9;
   in = rq->discarded ? rq->discarded : rq->received;
-  /* An answer counts once it went out whole: one cut short (the client
-   * gone, the drain deadline) is a rejection, whatever its status line
-   * said.  A streamed call's kernel time is counted when its job ends
-   * (on_stream_done), which may come later: a client gone makes the pool
-   * skip the pieces not started. */
-  if (rq->status && (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK || rq->cut))
+  /* A streamed answer counts once MHD took its last bytes: one cut short
+   * (the client gone, the drain deadline) is a rejection, although its
+   * status line went out, and the pool skips what is left of its job.
+   * (toe alone cannot tell: a client that closes the moment it has read a
+   * whole answer often gets "error" from MHD.)  Its kernel time is counted
+   * when its job ends (on_stream_done), which may come later. */
+  cut_short = rq->call.stream && !rq->stream_whole;
+  if (rq->status && !cut_short)
     srv_metrics_request(rq->route, rq->status, secs, in, rq->bytes_out);
   else if (!rq->counted)
     srv_metrics_reject(atomic_load(&g_draining) ? SRV_REJECT_CUT
                                                 : SRV_REJECT_CLIENT_CLOSED);
-  if (rq->call.stream) {
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-      atomic_store(&rq->call.cancel, 1);
-  } else {
+  if (cut_short)
+    atomic_store(&rq->call.cancel, 1);
+  if (!rq->call.stream)
     srv_metrics_kernel(rq->route, rq->call.kernel_seconds);
-  }
   if (rq->status && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
     srv_log("%s %s %d in=%llu out=%llu %.3fms", rq->method, rq->path,
             rq->status, (unsigned long long)in,
