@@ -330,9 +330,13 @@ int srv_codec_png_heatmap(const float *data, int64_t rows, int64_t cols,
  * handlers/: one file per route, plus the parameter tables
  * ====================================================================== */
 
-/* Declare an output: allocates a contiguous [shape] tensor of dtype in the
- * arena and appends it to c->outputs.  Returns the data pointer or NULL
- * (err set: 500/413). */
+/* Allocate a contiguous [shape] tensor of dtype in the arena, checked for
+ * overflow and the arena's cap.  Returns the data pointer or NULL (err
+ * set: 500/413). */
+void *srv_tensor_alloc(struct srv_call *c, const char *name,
+                       enum ab_dtype dtype, int ndim, const int64_t *shape,
+                       struct srv_err *err);
+/* Declare an output: srv_tensor_alloc, then appended to c->outputs. */
 void *srv_output_tensor(struct srv_call *c, const char *name,
                         enum ab_dtype dtype, int ndim, const int64_t *shape,
                         struct srv_err *err);

@@ -336,22 +336,10 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
   if (srv_check_budget(c, bytes, flops, err) != 0)
     return -1;
 
-  if (rq->ret & RET_OUTPUT) {
-    ap->out = srv_output_tensor(c, "output", AB_DTYPE_F32, r, oshape, err);
-  } else {
-    /* Not asked for, and not sent; the kernel writes it all the same. */
-    int64_t n = (int64_t)sizeof(float);
-    for (i = 0; i < r; i++)
-      if (ab_mul_overflow(n, oshape[i], &n) != 0)
-        n = INT64_MAX;
-    ap->out = (uint64_t)n <= SIZE_MAX ? srv_arena_alloc(&c->arena, (size_t)n)
-                                      : NULL;
-    if (!ap->out)
-      srv_fail(err, 413, NULL,
-               "cannot allocate %.4g MiB for the attention output the "
-               "kernel writes",
-               (double)n / 1048576.0);
-  }
+  /* Not asked for, output is not sent; the kernel writes it all the same. */
+  ap->out = rq->ret & RET_OUTPUT
+                ? srv_output_tensor(c, "output", AB_DTYPE_F32, r, oshape, err)
+                : srv_tensor_alloc(c, "output", AB_DTYPE_F32, r, oshape, err);
   if (!ap->out)
     return -1;
   if (rq->ret & RET_LSE) {

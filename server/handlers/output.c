@@ -39,20 +39,15 @@ int srv_check_budget(struct srv_call *c, double out_bytes, double flops,
   return 0;
 }
 
-void *srv_output_tensor(struct srv_call *c, const char *name,
-                        enum ab_dtype dtype, int ndim, const int64_t *shape,
-                        struct srv_err *err)
+void *srv_tensor_alloc(struct srv_call *c, const char *name,
+                       enum ab_dtype dtype, int ndim, const int64_t *shape,
+                       struct srv_err *err)
 {
-  struct srv_output *o;
   int64_t n = 1;
   size_t esz = ab_dtype_size(dtype), before = c->arena.used;
   void *data;
   int i;
 
-  if (c->noutputs >= SRV_MAX_OUTPUTS) {
-    srv_fail(err, 500, NULL, "too many outputs declared for %s", name);
-    return NULL;
-  }
   if (esz == 0 || ndim < 1 || ndim > AB_MAX_DIMS) {
     srv_fail(err, 500, NULL, "output %s has an invalid descriptor", name);
     return NULL;
@@ -78,6 +73,23 @@ void *srv_output_tensor(struct srv_call *c, const char *name,
              name);
     return NULL;
   }
+  return data;
+}
+
+void *srv_output_tensor(struct srv_call *c, const char *name,
+                        enum ab_dtype dtype, int ndim, const int64_t *shape,
+                        struct srv_err *err)
+{
+  struct srv_output *o;
+  void *data;
+
+  if (c->noutputs >= SRV_MAX_OUTPUTS) {
+    srv_fail(err, 500, NULL, "too many outputs declared for %s", name);
+    return NULL;
+  }
+  data = srv_tensor_alloc(c, name, dtype, ndim, shape, err);
+  if (!data)
+    return NULL;
   o = &c->outputs[c->noutputs];
   memset(o, 0, sizeof *o);
   o->name = name;
