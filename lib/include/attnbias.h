@@ -199,6 +199,18 @@ AB_API enum ab_status ab_job_run(const ab_job_t *job, int64_t piece,
  * write, naming "output"). */
 AB_API enum ab_status ab_job_piece_first(const ab_job_t *job, int64_t piece,
                                          const void *output, int64_t *first);
+/* What a piece reads, for callers that start a job before its inputs are
+ * all there (ab_attn_params.inputs_later): *end = one past the highest
+ * element offset (from the input's base pointer, in elements, whatever its
+ * strides) that `piece` may read of `input` (the data pointer of one of
+ * the job's inputs, as passed to the *_job call), or 0 when it reads none
+ * of it (also when the job read the input into a copy of its own).  So
+ * once elements [0, end) of every input are in place, the piece can run.
+ * Attention jobs describe q, k, v and attn_bias; other job kinds return
+ * INVALID_ARG naming "job" (as do pointers that are no input of the job,
+ * naming "input"). */
+AB_API enum ab_status ab_job_piece_reads(const ab_job_t *job, int64_t piece,
+                                         const void *input, int64_t *end);
 /* Run every piece in order on the calling thread (allocates scratch once);
  * stops at the first failing piece and returns its status. */
 AB_API enum ab_status ab_job_run_all(const ab_job_t *job);
@@ -534,6 +546,13 @@ struct ab_attn_params {
   float *out;
   float *lse;
   float *weights;
+  /* Nonzero: the data of q, k, v and attn_bias is still arriving (a
+   * request body being received) when ab_attention_job is called.  The job
+   * then reads none of it until its pieces run, and ab_job_piece_reads
+   * says how much of each input a piece needs.  Refused (INVALID_ARG
+   * naming "inputs_later") where building the job must read them: RoPE,
+   * or k or v that are not float32 with unit inner stride. */
+  int inputs_later;
 };
 /* Zero p, then layout bhsd and an unbounded window (-1, -1): the default
  * scale, bottom-right q_offset, non-causal, no RoPE, no bias. */

@@ -50,6 +50,11 @@ struct ab_job {
    * for job kinds that do not say (ab_job_piece_first). */
   int64_t (*first)(const struct ab_job *job, int64_t piece,
                    const void *output);
+  /* One past the highest element offset of `input` that `piece` may read
+   * (0: none; -1: `input` is not one of the job's inputs).  NULL for job
+   * kinds that do not say (ab_job_piece_reads). */
+  int64_t (*reads)(const struct ab_job *job, int64_t piece,
+                   const void *input);
   void *ctx;
 };
 /* Allocate a job whose ctx is a zeroed block of ctx_size bytes. */

@@ -352,6 +352,7 @@ struct attn_ctx {
   const float *k, *v;
   int64_t kst[3], vst[3];
   float *q_own, *k_own, *v_own;
+  const void *in_q, *in_k, *in_v; /* the caller's (ab_job_piece_reads) */
   /* position bias */
   struct ab__bias bias; /* all zero (method none) when p->bias is NULL */
   int fire;
@@ -725,8 +726,35 @@ static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
 
 static int64_t attn_first(const struct ab_job *job, int64_t piece,
                           const void *output);
+static int64_t attn_reads(const struct ab_job *job, int64_t piece,
+                          const void *input);
 static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
                                void *scratch);
+
+/* inputs_later: building the job must not read q, k, v or attn_bias.  It
+ * would for RoPE (rotated copies) and for k or v that kv_view copies. */
+static enum ab_status check_later(const struct ab_attn_params *p,
+                                  const struct attn_shape *s)
+{
+  const struct ab_tensor *kv[2] = {p->k, p->v};
+  const int64_t inner[2] = {s->kst[3], s->vst[3]};
+  static const char *const names[2] = {"k", "v"};
+  int i;
+
+  if (p->rope)
+    return ab__fail(AB_STATUS_INVALID_ARG, "inputs_later",
+                    "inputs_later needs rope NULL: RoPE rotates q and k "
+                    "into copies when the job is built");
+  for (i = 0; i < 2; i++)
+    if (kv[i]->dtype != AB_DTYPE_F32 || inner[i] != 1)
+      return ab__fail(AB_STATUS_INVALID_ARG, "inputs_later",
+                      "inputs_later needs %s float32 with inner stride 1 "
+                      "(it is %s with inner stride %lld): it is copied "
+                      "when the job is built",
+                      names[i], ab_dtype_name((enum ab_dtype)kv[i]->dtype),
+                      (long long)inner[i]);
+  return AB_STATUS_OK;
+}
 
 enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
                                        const struct ab__attn_tuning *t,
@@ -751,11 +779,14 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
                     "block of %lld rows x %lld keys is outside 1..1024 x "
                     "1..4096",
                     (long long)max_rows, (long long)key_tile);
+  if (p->inputs_later && (st = check_later(p, &s)) != AB_STATUS_OK)
+    return st;
   if ((st = ab__job_new(sizeof *c, &job)) != AB_STATUS_OK)
     return st;
   job->run = attn_run;
   job->destroy = attn_destroy;
   job->first = attn_first;
+  job->reads = attn_reads;
   c = job->ctx;
   c->s = s;
   c->kern = t && t->kernels ? t->kernels : ab__kernels();
@@ -815,6 +846,9 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
   c->need_tb = c->fire || p->attn_bias != NULL;
 
   /* q, k, v as the pieces read them. */
+  c->in_q = p->q->data;
+  c->in_k = p->k->data;
+  c->in_v = p->v->data;
   c->q = p->q->data;
   c->q_dtype = p->q->dtype;
   memcpy(c->qst, s.qst, sizeof c->qst);
@@ -932,6 +966,45 @@ static int64_t attn_first(const struct ab_job *job, int64_t piece,
   if (c->weights && output == (const void *)c->weights)
     return row * s->Nk;
   return -1;
+}
+
+/* One past the highest offset of the box b, heads [h0, h1), rows
+ * [r0, r1), columns [0, cols) of a tensor with (b, h, row, col) strides
+ * st, all >= 0 (0 for broadcast or implicit axes). */
+static int64_t box_end(const int64_t st[4], int64_t b, int64_t h1,
+                       int64_t r1, int64_t cols)
+{
+  return 1 + b * st[0] + (h1 - 1) * st[1] + (r1 - 1) * st[2] +
+         (cols - 1) * st[3];
+}
+
+/* ab_job_piece_reads: a block reads its rows of q (and of attn_bias, for
+ * every key), and its kv head's keys and values -- all of them: which
+ * keys are visible is decided per tile while the piece runs.  An input
+ * the job copied is not read by the pieces; one passed twice (k = v) is
+ * read as both. */
+static int64_t attn_reads(const struct ab_job *job, int64_t piece,
+                          const void *input)
+{
+  const struct attn_ctx *c = job->ctx;
+  const struct attn_shape *s = &c->s;
+  struct block bl;
+  int64_t kvh = piece_block(c, piece, &bl);
+  int64_t h1 = bl.h0 + bl.m / bl.bq, r1 = bl.r0 + bl.bq, end = -1;
+  int64_t kst[4] = {c->kst[0], c->kst[1], c->kst[2], 1};
+  int64_t vst[4] = {c->vst[0], c->vst[1], c->vst[2], 1};
+
+  if (input == c->in_q)
+    end = ab__max64(end, c->q_own ? 0 : box_end(c->qst, bl.b, h1, r1, s->D));
+  if (input == c->in_k)
+    end = ab__max64(end, c->k_own ? 0 : box_end(kst, bl.b, kvh + 1, s->Nk,
+                                                s->D));
+  if (input == c->in_v)
+    end = ab__max64(end, c->v_own ? 0 : box_end(vst, bl.b, kvh + 1, s->Nk,
+                                                s->Dv));
+  if (c->ab && input == c->ab)
+    end = ab__max64(end, box_end(s->abst, bl.b, h1, r1, s->Nk));
+  return end;
 }
 
 static int64_t row_head(const struct block *bl, int64_t i)

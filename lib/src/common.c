@@ -523,28 +523,60 @@ enum ab_status ab_job_run(const ab_job_t *job, int64_t piece, void *scratch)
   return st;
 }
 
-enum ab_status ab_job_piece_first(const ab_job_t *job, int64_t piece,
-                                  const void *output, int64_t *first)
+/* The checks ab_job_piece_first and ab_job_piece_reads share. */
+static enum ab_status piece_query(const ab_job_t *job, int64_t piece,
+                                  const void *ptr, const char *ptr_name,
+                                  const int64_t *res, const char *res_name,
+                                  int has, const char *verb)
 {
-  int64_t f;
-
-  if (!job || !first || !output)
+  if (!job || !res || !ptr)
     return ab__fail(AB_STATUS_INVALID_ARG,
-                    !job ? "job" : !first ? "first" : "output", "%s is NULL",
-                    !job ? "job" : !first ? "first" : "output");
+                    !job ? "job" : !res ? res_name : ptr_name, "%s is NULL",
+                    !job ? "job" : !res ? res_name : ptr_name);
   if (piece < 0 || piece >= job->pieces)
     return ab__fail(AB_STATUS_OUT_OF_RANGE, "piece",
                     "piece %lld is not in 0..%lld", (long long)piece,
                     (long long)job->pieces - 1);
-  if (!job->first)
+  if (!has)
     return ab__fail(AB_STATUS_INVALID_ARG, "job",
                     "this kind of job does not describe what its pieces "
-                    "write");
+                    "%s", verb);
+  return AB_STATUS_OK;
+}
+
+enum ab_status ab_job_piece_first(const ab_job_t *job, int64_t piece,
+                                  const void *output, int64_t *first)
+{
+  enum ab_status st;
+  int64_t f;
+
+  st = piece_query(job, piece, output, "output", first, "first",
+                   job && job->first, "write");
+  if (st != AB_STATUS_OK)
+    return st;
   f = job->first(job, piece, output);
   if (f < 0)
     return ab__fail(AB_STATUS_INVALID_ARG, "output",
                     "%p is not an output of this job", output);
   *first = f;
+  return AB_STATUS_OK;
+}
+
+enum ab_status ab_job_piece_reads(const ab_job_t *job, int64_t piece,
+                                  const void *input, int64_t *end)
+{
+  enum ab_status st;
+  int64_t e;
+
+  st = piece_query(job, piece, input, "input", end, "end",
+                   job && job->reads, "read");
+  if (st != AB_STATUS_OK)
+    return st;
+  e = job->reads(job, piece, input);
+  if (e < 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, "input",
+                    "%p is not an input of this job", input);
+  *end = e;
   return AB_STATUS_OK;
 }
 

@@ -1209,6 +1209,215 @@ TEST(attn_job_piece_first_is_lowest_written)
   return 0;
 }
 
+/* inputs_later: a job built on inputs that are all NaN, then run one piece
+ * at a time with each input holding its true values only in the first
+ * `end` elements that ab_job_piece_reads gives for that piece (NaN after
+ * them, as if the rest had not arrived): every output must match the
+ * float64 reference, so no piece read past what it said, and building the
+ * job read nothing.  q is float16 here when q16 (read in place, any
+ * dtype); attn_bias [1, Hq, Nq, Nk] broadcasts over the batch. */
+static int later_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq,
+                      int64_t Nk, int64_t D, int layout, int causal, int q16,
+                      int with_bias)
+{
+  const int bhsd = layout == AB_LAYOUT_BHSD;
+  const int64_t nq = B * Hq * Nq * D, nk = B * Hkv * Nk * D,
+                nb = Hq * Nq * Nk, nout = nq;
+  const int64_t qsh[4] = {B, bhsd ? Hq : Nq, bhsd ? Nq : Hq, D};
+  const int64_t ksh[4] = {B, bhsd ? Hkv : Nk, bhsd ? Nk : Hkv, D};
+  const int64_t bsh[4] = {1, Hq, Nq, Nk};
+  struct prob P = {B, Hq, Hkv, Nq, Nk, D, D, NULL, NULL, NULL};
+  struct ref_opts o;
+  float *qf = malloc(sizeof(float) * (size_t)nq), *kf, *vf, *bf, *out;
+  uint16_t *qh = malloc(sizeof(uint16_t) * (size_t)nq);
+  double *want = malloc(sizeof(double) * (size_t)nout), *abx;
+  /* the buffers the job reads, and where the true values live */
+  void *xin[4];
+  const void *truth[4];
+  int64_t n[4], es[4];
+  struct ab_tensor tq, tk, tv, tb;
+  struct ab_attn_params p;
+  ab_job_t *job;
+  int64_t b, h, r, c, i, piece, x;
+  int fails = 0;
+
+  kf = malloc(sizeof(float) * (size_t)nk);
+  vf = malloc(sizeof(float) * (size_t)nk);
+  bf = malloc(sizeof(float) * (size_t)nb);
+  out = malloc(sizeof(float) * (size_t)nout);
+  abx = malloc(sizeof(double) * (size_t)(B * nb));
+  P.q = malloc(sizeof(double) * (size_t)nq);
+  P.k = malloc(sizeof(double) * (size_t)nk);
+  P.v = malloc(sizeof(double) * (size_t)nk);
+  /* Stored values in the tensors' layout; canonical [B][H][N][D] copies. */
+  for (b = 0; b < B; b++)
+    for (h = 0; h < Hq; h++)
+      for (r = 0; r < Nq; r++)
+        for (c = 0; c < D; c++) {
+          int64_t at = bhsd ? ((b * Hq + h) * Nq + r) * D + c
+                            : ((b * Nq + r) * Hq + h) * D + c;
+          qh[at] = ab_f32_to_f16((float)test_uniform(-1, 1));
+          qf[at] = q16 ? ab_f16_to_f32(qh[at]) : (float)test_uniform(-1, 1);
+          P.q[((b * Hq + h) * Nq + r) * D + c] = qf[at];
+        }
+  for (b = 0; b < B; b++)
+    for (h = 0; h < Hkv; h++)
+      for (r = 0; r < Nk; r++)
+        for (c = 0; c < D; c++) {
+          int64_t at = bhsd ? ((b * Hkv + h) * Nk + r) * D + c
+                            : ((b * Nk + r) * Hkv + h) * D + c;
+          kf[at] = (float)test_uniform(-1, 1);
+          vf[at] = (float)test_uniform(-1, 1);
+          P.k[((b * Hkv + h) * Nk + r) * D + c] = kf[at];
+          P.v[((b * Hkv + h) * Nk + r) * D + c] = vf[at];
+        }
+  for (i = 0; i < nb; i++)
+    bf[i] = (float)test_uniform(-2, 2);
+  for (b = 0; b < B; b++)
+    for (i = 0; i < nb; i++)
+      abx[b * nb + i] = bf[i];
+  ref_opts_init(&o, &P);
+  o.causal = causal;
+  o.attn_bias = with_bias ? abx : NULL;
+  ref_attention(&P, &o, want, NULL, NULL);
+
+  truth[0] = q16 ? (const void *)qh : qf, es[0] = q16 ? 2 : 4, n[0] = nq;
+  truth[1] = kf, es[1] = 4, n[1] = nk;
+  truth[2] = vf, es[2] = 4, n[2] = nk;
+  truth[3] = bf, es[3] = 4, n[3] = nb;
+  for (x = 0; x < 4; x++) {
+    xin[x] = malloc((size_t)(n[x] * es[x]));
+    memset(xin[x], 0xff, (size_t)(n[x] * es[x])); /* NaN in f16 and f32 */
+  }
+  CHECK_OK(ab_tensor_init(&tq, xin[0], q16 ? AB_DTYPE_F16 : AB_DTYPE_F32, 4,
+                          qsh));
+  CHECK_OK(ab_tensor_init(&tk, xin[1], AB_DTYPE_F32, 4, ksh));
+  CHECK_OK(ab_tensor_init(&tv, xin[2], AB_DTYPE_F32, 4, ksh));
+  CHECK_OK(ab_tensor_init(&tb, xin[3], AB_DTYPE_F32, 4, bsh));
+  ab_attn_params_init(&p);
+  p.q = &tq, p.k = &tk, p.v = &tv, p.layout = (enum ab_layout)layout;
+  p.causal = causal, p.out = out;
+  p.attn_bias = with_bias ? &tb : NULL;
+  p.inputs_later = 1;
+  CHECK_OK(ab_attention_job(&p, &job));
+  for (piece = 0; piece < ab_job_pieces(job); piece++) {
+    for (x = 0; x < (with_bias ? 4 : 3); x++) {
+      int64_t end;
+      CHECK_OK(ab_job_piece_reads(job, piece, xin[x], &end));
+      CHECK(end >= 0 && end <= n[x]);
+      memcpy(xin[x], truth[x], (size_t)(end * es[x]));
+      memset((char *)xin[x] + end * es[x], 0xff,
+             (size_t)((n[x] - end) * es[x]));
+    }
+    CHECK_OK(ab_job_run(job, piece, NULL));
+  }
+  for (b = 0; b < B; b++)
+    for (h = 0; h < Hq; h++)
+      for (r = 0; r < Nq; r++)
+        for (c = 0; c < D; c++) {
+          int64_t at = bhsd ? ((b * Hq + h) * Nq + r) * D + c
+                            : ((b * Nq + r) * Hq + h) * D + c;
+          double w = want[((b * Hq + h) * Nq + r) * D + c];
+          if (!(fabs(out[at] - w) <= 1e-5 + 1e-4 * fabs(w))) {
+            if (fails++ < 3)
+              fprintf(stderr, "  out[%lld,%lld,%lld,%lld] = %g, want %g\n",
+                      (long long)b, (long long)h, (long long)r, (long long)c,
+                      (double)out[at], w);
+          }
+        }
+  /* Not an input of the job; the output is not one either. */
+  {
+    int64_t end;
+    CHECK_FAILS(ab_job_piece_reads(job, 0, out, &end), AB_STATUS_INVALID_ARG,
+                "input");
+    CHECK_FAILS(ab_job_piece_reads(job, -1, xin[0], &end),
+                AB_STATUS_OUT_OF_RANGE, "piece");
+  }
+  ab_job_free(job);
+  for (x = 0; x < 4; x++)
+    free(xin[x]);
+  free(qf), free(qh), free(kf), free(vf), free(bf), free(out), free(want);
+  free(abx), free(P.q), free(P.k), free(P.v);
+  return fails;
+}
+
+TEST(attn_job_inputs_later_reads_only_what_it_says)
+{
+  CHECK_EQ_I64(later_case(2, 4, 2, 150, 70, 16, AB_LAYOUT_BHSD, 1, 0, 1), 0);
+  CHECK_EQ_I64(later_case(1, 8, 2, 1, 50, 8, AB_LAYOUT_BHSD, 0, 1, 0), 0);
+  CHECK_EQ_I64(later_case(2, 4, 4, 200, 40, 8, AB_LAYOUT_BSHD, 0, 0, 1), 0);
+  CHECK_EQ_I64(later_case(1, 6, 3, 3, 9, 4, AB_LAYOUT_BSHD, 1, 1, 0), 0);
+  return 0;
+}
+
+/* Where building the job would read its inputs, inputs_later is refused;
+ * job kinds that do not describe their reads say so. */
+TEST(attn_job_inputs_later_refusals)
+{
+  float qf[2 * 3 * 4], kf[2 * 3 * 4];
+  uint16_t kh[2 * 3 * 4];
+  const int64_t sh[3] = {2, 3, 4}, tsh[3] = {2, 4, 3};
+  struct ab_tensor tq, tk, tv, tk16, tvt;
+  struct ab_attn_params p;
+  struct ab_rope_params rp;
+  struct ab_bias_params bp;
+  struct ab_geometry g;
+  float table[4 * 2 * 3];
+  ab_job_t *job;
+  int64_t end;
+
+  memset(qf, 0, sizeof qf), memset(kf, 0, sizeof kf), memset(kh, 0, sizeof kh);
+  CHECK_OK(ab_tensor_init(&tq, qf, AB_DTYPE_F32, 3, sh));
+  CHECK_OK(ab_tensor_init(&tk, kf, AB_DTYPE_F32, 3, sh));
+  CHECK_OK(ab_tensor_init(&tv, kf, AB_DTYPE_F32, 3, sh));
+  CHECK_OK(ab_tensor_init(&tk16, kh, AB_DTYPE_F16, 3, sh));
+  /* v as the transpose of a [2, 4, 3] array: inner stride 3 */
+  CHECK_OK(ab_tensor_init(&tvt, kf, AB_DTYPE_F32, 3, tsh));
+  tvt.shape[1] = 3, tvt.shape[2] = 4, tvt.stride[1] = 1, tvt.stride[2] = 3;
+  ab_attn_params_init(&p);
+  p.q = &tq, p.k = &tk16, p.v = &tv, p.out = qf, p.inputs_later = 1;
+  CHECK_FAILS(ab_attention_job(&p, &job), AB_STATUS_INVALID_ARG,
+              "inputs_later");
+  CHECK(strstr(ab_last_error()->msg, "float16") != NULL);
+  p.k = &tk, p.v = &tvt;
+  CHECK_FAILS(ab_attention_job(&p, &job), AB_STATUS_INVALID_ARG,
+              "inputs_later");
+  CHECK(strstr(ab_last_error()->msg, "inner stride 3") != NULL);
+  p.v = &tv;
+  ab_rope_params_init(&rp);
+  rp.head_dim = 4;
+  p.rope = &rp;
+  CHECK_FAILS(ab_attention_job(&p, &job), AB_STATUS_INVALID_ARG,
+              "inputs_later");
+  /* Without inputs_later the job is built, copying float16 k: its pieces
+   * read nothing of k, and all of v (one kv head). */
+  p.inputs_later = 0;
+  p.rope = NULL;
+  p.k = &tk16;
+  CHECK_OK(ab_attention_job(&p, &job));
+  CHECK_OK(ab_job_piece_reads(job, 0, kh, &end));
+  CHECK_EQ_I64(end, 0);
+  CHECK_OK(ab_job_piece_reads(job, 0, kf, &end));
+  CHECK_EQ_I64(end, 3 * 4);
+  ab_job_free(job);
+  p.k = &tk;
+  /* k = v, one buffer: read as both. */
+  CHECK_OK(ab_attention_job(&p, &job));
+  CHECK_OK(ab_job_piece_reads(job, 0, kf, &end));
+  CHECK(end > 0);
+  ab_job_free(job);
+
+  ab_geometry_init(&g, 2, 3);
+  ab_bias_params_init(&bp);
+  bp.method = AB_BIAS_ALIBI;
+  bp.num_heads = 4;
+  CHECK_OK(ab_bias_table_job(&bp, &g, table, NULL, &job));
+  CHECK_FAILS(ab_job_piece_reads(job, 0, table, &end), AB_STATUS_INVALID_ARG,
+              "job");
+  ab_job_free(job);
+  return 0;
+}
+
 TEST(attn_flops_visible_part)
 {
   float dummy[1];
