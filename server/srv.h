@@ -228,6 +228,13 @@ struct srv_call {
    * client of a streamed call went away: the pool skips the pieces it has
    * not started. */
   _Atomic int cancel;
+  /* Set when the call was submitted before its body was complete (its
+   * job built with inputs_later): the pool runs a piece only once the body
+   * bytes it reads are in (work/work.h, struct srv_gate). */
+  struct srv_gate *gate;
+  /* Body bytes in place when prepare ran early (0: it ran on the whole
+   * body); the codec must not read past them. */
+  size_t body_avail;
 };
 
 /* Add the field at a JSON pointer to c->ignored, by name: the pointer's

@@ -47,6 +47,14 @@ struct task {
   int final;                  /* set by the last item: no phase follows */
   int status;                 /* 0 or the HTTP status of the failure */
   struct srv_err err;
+
+  /* Gated calls (c->gate): items come and go with the body's bytes. */
+  struct srv_gate *gate;
+  int slots;                  /* uv_work_t in `work`, and items wanted */
+  unsigned char *used;        /* loop thread: slot has an item out */
+  int outstanding;            /* loop thread: items whose after-work is due */
+  struct task *poke_next;     /* in g_poked */
+  struct task *gated_next;    /* in g_gated */
 };
 
 /* How often the loop returns large blocks that sat unused in the reuse
@@ -63,8 +71,14 @@ static int g_started;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct task *g_pending, *g_pending_tail; /* under g_lock */
+static struct task *g_poked;                    /* under g_lock */
+/* Gated tasks not yet finished: added under g_lock by submitters, removed
+ * by the loop thread (which alone frees tasks) under g_lock. */
+static struct task *g_gated;
 static int g_stopping;                          /* under g_lock */
+static int g_closed;                            /* under g_lock */
 static _Atomic int g_cancel;
+static _Atomic int g_gate_stop; /* stopping: gated calls end */
 static _Atomic int g_busy; /* calls submitted whose done has not run */
 
 /* Scratch for one work item: 64-byte aligned as ab_job_run wants. */
@@ -106,6 +120,144 @@ static void fail_task(struct task *t, int http, enum ab_status st,
     srv_fail_lib(&t->err, st, ""); /* reads this thread's ab_last_error */
 }
 
+/* ---- gated calls ----
+ *
+ * A gated call's items claim pieces in gate->order, each only once the
+ * body holds the bytes it reads; an item that finds the next one not
+ * ready leaves its thread.  gate->running counts the items queued and not
+ * yet returned.  Under gate->mu, whoever makes the next piece ready (an
+ * advance of the body) or finds it ready while items are missing (the
+ * last item leaving) pokes the loop, which queues items up to `slots`.
+ * The last item to leave when every piece is claimed -- or the call is
+ * failed or cancelled -- ends the call.  Lock order: gate->mu, then
+ * g_lock. */
+
+static int gate_cancelled(const struct task *t)
+{
+  return atomic_load(&g_cancel) || atomic_load(&g_gate_stop) ||
+         atomic_load(&t->c->cancel) || atomic_load(&t->failed);
+}
+
+/* Under mu: an item would have something to do. */
+static int gate_runnable(const struct task *t)
+{
+  const struct srv_gate *g = t->gate;
+  int64_t i = atomic_load(&t->next_piece);
+
+  if (gate_cancelled(t))
+    return 1;
+  return i < g->npieces && g->need[i] <= atomic_load(&g->avail);
+}
+
+/* Claim the next piece if its bytes are in: its claim index, or -1. */
+static int64_t gate_claim(struct task *t)
+{
+  const struct srv_gate *g = t->gate;
+  int64_t i = atomic_load_explicit(&t->next_piece, memory_order_relaxed);
+
+  for (;;) {
+    if (i >= g->npieces ||
+        g->need[i] > atomic_load_explicit(&g->avail, memory_order_acquire))
+      return -1;
+    if (atomic_compare_exchange_weak_explicit(&t->next_piece, &i, i + 1,
+                                              memory_order_relaxed,
+                                              memory_order_relaxed))
+      return i;
+  }
+}
+
+/* Under mu: ask the loop for items if some are missing and would have
+ * work.  Dropped once the loop has closed (nothing could run them). */
+static void gate_poke(struct task *t)
+{
+  struct srv_gate *g = t->gate;
+
+  if (g->poked || !g->task || g->running >= t->slots || !gate_runnable(t))
+    return;
+  pthread_mutex_lock(&g_lock);
+  if (!g_closed) {
+    g->poked = 1;
+    t->poke_next = g_poked;
+    g_poked = t;
+    uv_async_send(&g_wake);
+  }
+  pthread_mutex_unlock(&g_lock);
+}
+
+/* An item of a gated call leaves: 1 if it is the last and the call is
+ * over (every piece claimed, or failed, or cancelled), else 0. */
+static int gate_item_end(struct task *t)
+{
+  struct srv_gate *g = t->gate;
+  int over;
+
+  pthread_mutex_lock(&g->mu);
+  g->running--;
+  over = g->running == 0 &&
+         (atomic_load(&t->next_piece) >= g->npieces || gate_cancelled(t));
+  if (over) {
+    if (atomic_load(&t->next_piece) < g->npieces && !atomic_load(&t->failed))
+      fail_task(t, 503, AB_STATUS_OK,
+                atomic_load(&g_cancel)
+                    ? "the server is shutting down and the drain deadline "
+                      "passed before this request was computed"
+                    : "the client went away before the answer was computed");
+    g->task = NULL; /* no more items, no more pokes */
+  } else {
+    gate_poke(t); /* bytes may have come while this item ran */
+  }
+  pthread_mutex_unlock(&g->mu);
+  return over;
+}
+
+static void work_cb(uv_work_t *w);
+static void after_work_cb(uv_work_t *w, int status);
+
+/* Loop thread: queue items for a gated call, up to `slots` at once and
+ * as many as free slots allow (a slot frees in after_work_cb, which calls
+ * this again). */
+static void gate_fill(struct task *t, int unpoke)
+{
+  struct srv_gate *g = t->gate;
+  int k = 0, free_slots = 0, i;
+
+  for (i = 0; i < t->slots; i++)
+    free_slots += !t->used[i];
+  pthread_mutex_lock(&g->mu);
+  if (unpoke)
+    g->poked = 0; /* t has left g_poked */
+  if (g->task && gate_runnable(t)) {
+    k = t->slots - g->running;
+    k = k < free_slots ? k : free_slots;
+    k = k > 0 ? k : 0;
+    g->running += k;
+  }
+  pthread_mutex_unlock(&g->mu);
+  for (i = 0; i < t->slots && k > 0; i++) {
+    if (t->used[i])
+      continue;
+    t->used[i] = 1;
+    t->outstanding++;
+    k--;
+    t->work[i].data = t;
+    uv_queue_work(&g_loop, &t->work[i], work_cb, after_work_cb);
+  }
+}
+
+void srv_work_gate_advance(struct srv_call *c, uint64_t avail)
+{
+  struct srv_gate *g = c->gate;
+
+  if (!g)
+    return;
+  pthread_mutex_lock(&g->mu);
+  if (avail > atomic_load(&g->avail))
+    atomic_store_explicit(&g->avail, avail, memory_order_release);
+  if (g->task)
+    gate_poke(g->task);
+  pthread_mutex_unlock(&g->mu);
+}
+
 static void work_cb(uv_work_t *w)
 {
   struct task *t = w->data;
@@ -137,12 +289,18 @@ static void work_cb(uv_work_t *w)
                     "the client went away before the answer was computed");
           break;
         }
-        /* Pieces are numbered costliest first, so taking them in order
-         * from one counter balances the items. */
-        i = atomic_fetch_add_explicit(&t->next_piece, 1,
-                                      memory_order_relaxed);
-        if (i >= pieces)
-          break;
+        if (t->gate) {
+          if ((i = gate_claim(t)) < 0)
+            break; /* none ready: leave the thread to other calls */
+          i = t->gate->order[i];
+        } else {
+          /* Pieces are numbered costliest first, so taking them in order
+           * from one counter balances the items. */
+          i = atomic_fetch_add_explicit(&t->next_piece, 1,
+                                        memory_order_relaxed);
+          if (i >= pieces)
+            break;
+        }
         enum ab_status st = ab_job_run(job, i, scratch);
         if (st != AB_STATUS_OK) {
           fail_task(t, 0, st, NULL);
@@ -158,10 +316,12 @@ static void work_cb(uv_work_t *w)
                             memory_order_relaxed);
 
   /* The last item of the phase decides whether the call is finished; the
-   * acq_rel decrement makes every other item's writes (outputs, err)
-   * visible here before finish/encode read them. */
-  if (atomic_fetch_sub_explicit(&t->items_running, 1, memory_order_acq_rel) !=
-      1)
+   * acq_rel decrement (for a gated call, its mutex) makes every other
+   * item's writes (outputs, err) visible here before finish/encode read
+   * them. */
+  if (t->gate ? !gate_item_end(t)
+              : atomic_fetch_sub_explicit(&t->items_running, 1,
+                                          memory_order_acq_rel) != 1)
     return;
   t->final = atomic_load(&t->failed) || next_job(c, t->job + 1) >= c->njobs;
   if (!t->final)
@@ -203,8 +363,27 @@ static void start_phase(struct task *t)
 
 static void task_free(struct task *t)
 {
+  free(t->used);
   free(t->work);
   free(t);
+}
+
+/* Loop thread, stopping: once no gated call is left, close the handles so
+ * that uv_run returns when the queued work has come back.  Submissions
+ * are refused by then, and pokes after this are dropped (g_closed). */
+static void maybe_close(void)
+{
+  int close_now;
+
+  pthread_mutex_lock(&g_lock);
+  close_now = g_stopping && !g_gated && !g_closed;
+  if (close_now)
+    g_closed = 1;
+  pthread_mutex_unlock(&g_lock);
+  if (close_now) {
+    uv_close((uv_handle_t *)&g_wake, NULL);
+    uv_close((uv_handle_t *)&g_trim, NULL);
+  }
 }
 
 static void finish_task(struct task *t)
@@ -214,9 +393,23 @@ static void finish_task(struct task *t)
   void *arg = t->arg;
   int status = t->status;
 
+  if (t->gate) {
+    struct task **pp;
+    pthread_mutex_lock(&g_lock);
+    for (pp = &g_gated; *pp != t; pp = &(*pp)->gated_next)
+      ;
+    *pp = t->gated_next;
+    /* A poke may still wait in g_poked (made before the call ended). */
+    for (pp = &g_poked; *pp && *pp != t; pp = &(*pp)->poke_next)
+      ;
+    if (*pp)
+      *pp = t->poke_next;
+    pthread_mutex_unlock(&g_lock);
+  }
   task_free(t);
   done(c, status, arg);
   atomic_fetch_sub(&g_busy, 1);
+  maybe_close();
 }
 
 static void after_work_cb(uv_work_t *w, int status)
@@ -224,6 +417,15 @@ static void after_work_cb(uv_work_t *w, int status)
   struct task *t = w->data;
 
   (void)status; /* UV_ECANCELED never happens: we never call uv_cancel */
+  if (t->gate) {
+    t->used[w - t->work] = 0;
+    /* With none out, the last item has returned: t->final is its. */
+    if (--t->outstanding == 0 && t->final)
+      finish_task(t);
+    else
+      gate_fill(t, 0); /* a slot came free */
+    return;
+  }
   if (--t->items_after > 0)
     return;
   if (t->final) {
@@ -236,27 +438,37 @@ static void after_work_cb(uv_work_t *w, int status)
 
 static void wake_cb(uv_async_t *h)
 {
-  struct task *list, *t;
+  struct task *list, *poked, *gated, *t;
   int stopping;
 
+  (void)h;
   pthread_mutex_lock(&g_lock);
   list = g_pending;
   g_pending = g_pending_tail = NULL;
+  poked = g_poked;
+  g_poked = NULL;
+  gated = g_gated;
   stopping = g_stopping;
   pthread_mutex_unlock(&g_lock);
 
   while ((t = list) != NULL) {
     list = t->next;
     t->job = next_job(t->c, 0);
-    start_phase(t);
+    if (t->gate)
+      gate_fill(t, 0);
+    else
+      start_phase(t);
   }
-  /* Submissions are refused once g_stopping is set, so nothing can be
-   * added after this drain: closing the handles lets uv_run return as soon
-   * as the queued work has come back. */
-  if (stopping && !uv_is_closing((uv_handle_t *)h)) {
-    uv_close((uv_handle_t *)h, NULL);
-    uv_close((uv_handle_t *)&g_trim, NULL);
+  while ((t = poked) != NULL) {
+    poked = t->poke_next;
+    gate_fill(t, 1);
   }
+  /* Stopping or cancelled: gated calls whose items wait for bytes end
+   * now (their items see the flag; only this thread unlinks tasks). */
+  if (stopping || atomic_load(&g_cancel))
+    for (t = gated; t; t = t->gated_next)
+      gate_fill(t, 0);
+  maybe_close();
 }
 
 /* Large buffers kept for the next request are given back once idle: an
@@ -301,7 +513,9 @@ int srv_work_start(int threads)
   uv_timer_init(&g_loop, &g_trim);
   uv_timer_start(&g_trim, trim_cb, TRIM_EVERY_MS, TRIM_EVERY_MS);
   g_stopping = 0;
+  g_closed = 0;
   atomic_store(&g_cancel, 0);
+  atomic_store(&g_gate_stop, 0);
   if (uv_thread_create(&g_thread, loop_main, NULL) != 0) {
     uv_close((uv_handle_t *)&g_wake, NULL);
     uv_close((uv_handle_t *)&g_trim, NULL);
@@ -341,13 +555,30 @@ int srv_work_submit_full(struct srv_call *c, srv_work_complete_fn complete,
   t->complete = complete;
   t->done = done;
   t->arg = arg;
+  t->slots = (int)most;
   c->kernel_seconds = 0;
+  if (c->gate) {
+    /* One job, claimed in the gate's order. */
+    if (c->njobs != 1 || c->gate->npieces != ab_job_pieces(c->jobs[0]) ||
+        !(t->used = calloc((size_t)most, 1))) {
+      task_free(t);
+      return -1;
+    }
+    t->gate = c->gate;
+  }
 
   pthread_mutex_lock(&g_lock);
   if (g_stopping) {
     pthread_mutex_unlock(&g_lock);
     task_free(t);
     return -1;
+  }
+  if (t->gate) {
+    /* Under g_lock (a leaf) only: the gate is not shared yet, so its
+     * mutex is not needed to publish the task. */
+    t->gate->task = t;
+    t->gated_next = g_gated;
+    g_gated = t;
   }
   if (g_pending_tail)
     g_pending_tail->next = t;
@@ -401,7 +632,15 @@ int srv_work_run_inline(struct srv_call *c, struct srv_err *err)
   return rc;
 }
 
-void srv_work_cancel(void) { atomic_store(&g_cancel, 1); }
+void srv_work_cancel(void)
+{
+  atomic_store(&g_cancel, 1);
+  /* Gated calls parked for bytes have no item that would see it. */
+  pthread_mutex_lock(&g_lock);
+  if (g_started && !g_closed)
+    uv_async_send(&g_wake);
+  pthread_mutex_unlock(&g_lock);
+}
 
 int srv_work_busy(void) { return atomic_load(&g_busy); }
 
@@ -411,6 +650,9 @@ void srv_work_stop(void)
 {
   if (!g_started)
     return;
+  /* A gated call still waiting for its body would keep the loop alive:
+   * nothing can run once the pool is gone, so it ends (503). */
+  atomic_store(&g_gate_stop, 1);
   pthread_mutex_lock(&g_lock);
   g_stopping = 1;
   uv_async_send(&g_wake);

@@ -6,6 +6,8 @@
 
 #include "srv.h"
 
+#include <pthread.h>
+
 /* Runs on the pool thread that finished the call's last piece, before
  * `done` runs on the loop thread: the place for work that must follow the
  * kernels but should not occupy the loop or an HTTP thread (handler finish,
@@ -33,6 +35,29 @@ void srv_work_cancel(void);
 /* Calls submitted whose `done` has not run yet: work the drain waits for
  * even when no connection waits for it any more. */
 int srv_work_busy(void);
+
+/* A call submitted while its body still arrives (c->gate, filled in by
+ * the submitter before srv_work_submit_full): its single job's pieces are
+ * claimed in `order`, the i-th only once `need[i]` body bytes are in
+ * (need is nondecreasing).  Items never wait for bytes: when the next
+ * piece is not ready they leave the pool thread to other calls, and
+ * srv_work_gate_advance brings them back.  The pool's own fields are
+ * under mu (init and destroy are the submitter's). */
+struct srv_gate {
+  int64_t npieces;
+  const int64_t *order;  /* claim index -> piece of c->jobs[0] */
+  const uint64_t *need;  /* claim index -> body bytes its piece reads */
+  pthread_mutex_t mu;
+  _Atomic uint64_t avail; /* body bytes in place (stored under mu) */
+  struct task *task;      /* under mu: NULL before submit and once ended */
+  int running;            /* under mu: items queued and not yet returned */
+  int poked;              /* under mu: waiting in the loop's poke list */
+};
+
+/* Any thread: `avail` body bytes of a gated call are now in place
+ * (nondecreasing; the same value again after setting c->cancel makes a
+ * call whose items are parked see it).  Cheap when nothing changes. */
+void srv_work_gate_advance(struct srv_call *c, uint64_t avail);
 
 /* Number of pool threads (0 before srv_work_start). */
 int srv_work_threads(void);

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- a job whose pieces are checkable -------------------------------- */
 
@@ -300,5 +301,167 @@ TEST(pool_inline_matches)
   CHECK_EQ_I64(e.http, 400);
   CHECK_STR(e.field, "/positions/3");
   free_jobs(&c);
+  return 0;
+}
+
+/* ---- gated calls (srv_gate) ------------------------------------------ */
+
+/* A gated call over a fill job: claim index i runs piece order[i] and
+ * needs need[i] "body bytes".  Each piece checks, when it runs, that the
+ * bytes it needs were announced. */
+struct gated {
+  struct fill_ctx x;
+  struct srv_gate g;
+  int64_t order[NP], inv[NP];
+  uint64_t need[NP];
+  _Atomic int early; /* a piece ran before its bytes were in */
+  struct srv_call c;
+};
+
+static struct gated *g_gated_now;
+
+static enum ab_status gated_run(const struct ab_job *job, int64_t i,
+                                void *scratch)
+{
+  struct gated *gt = g_gated_now;
+
+  if (gt->need[gt->inv[i]] > atomic_load(&gt->g.avail))
+    atomic_store(&gt->early, 1);
+  return fill_run(job, i, scratch);
+}
+
+static void gated_init(struct gated *gt, int32_t *out, _Atomic int *runs,
+                       int64_t pieces)
+{
+  int64_t i;
+
+  memset(gt, 0, sizeof *gt);
+  gt->x = (struct fill_ctx){pieces, out, NULL, runs, 7, -1, 64, 0};
+  for (i = 0; i < pieces; i++) {
+    gt->order[i] = pieces - 1 - i; /* not the job's own order */
+    gt->inv[pieces - 1 - i] = i;
+    gt->need[i] = (uint64_t)(i / 3 + 1) * 100; /* three pieces per step */
+  }
+  gt->g.npieces = pieces;
+  gt->g.order = gt->order;
+  gt->g.need = gt->need;
+  pthread_mutex_init(&gt->g.mu, NULL);
+  gt->c.jobs[gt->c.njobs++] = fill_job(&gt->x);
+  gt->c.jobs[0]->run = gated_run;
+  gt->c.gate = &gt->g;
+  g_gated_now = gt;
+}
+
+static void gated_free(struct gated *gt)
+{
+  free_jobs(&gt->c);
+  pthread_mutex_destroy(&gt->g.mu);
+}
+
+TEST(pool_gated_runs_each_piece_once_its_bytes_are_in)
+{
+  static int32_t a[NP];
+  static _Atomic int ra[NP];
+  static struct gated gt;
+  uint64_t avail;
+  int i;
+
+  memset(ra, 0, sizeof ra);
+  gated_init(&gt, a, ra, NP);
+  reset_waiter();
+  CHECK_EQ_I64(srv_work_start(2), 0);
+  CHECK_EQ_I64(srv_work_submit_full(&gt.c, on_complete, on_done, NULL), 0);
+  /* The bytes arrive in small steps, sometimes slower than the pieces. */
+  for (avail = 0; avail <= 100 * (NP / 3 + 1); avail += 37) {
+    srv_work_gate_advance(&gt.c, avail);
+    if (avail % 1000 < 37) {
+      struct timespec ts = {0, 200000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  srv_work_gate_advance(&gt.c, UINT64_MAX);
+  wait_done(1);
+  CHECK_EQ_I64(g_w.status, 0);
+  CHECK_EQ_I64(g_w.completed, 1);
+  CHECK_EQ_I64(atomic_load(&gt.early), 0);
+  for (i = 0; i < NP; i++) {
+    CHECK_EQ_I64(ra[i], 1);
+    CHECK_EQ_I64(a[i], 7);
+  }
+  CHECK_EQ_I64(atomic_load(&gt.x.bad_scratch), 0);
+  srv_work_stop();
+  gated_free(&gt);
+  return 0;
+}
+
+/* With one thread, a gated call waiting for bytes holds no thread: a call
+ * submitted after it completes first. */
+TEST(pool_gated_call_waiting_for_bytes_leaves_the_thread)
+{
+  static int32_t a[NP], b[NP];
+  static _Atomic int ra[NP], rb[NP];
+  static struct gated gt;
+  struct fill_ctx y = {NP, b, NULL, rb, 9, -1, 0, 0};
+  struct srv_call c;
+  int i;
+
+  memset(ra, 0, sizeof ra);
+  gated_init(&gt, a, ra, NP);
+  memset(&c, 0, sizeof c);
+  c.jobs[c.njobs++] = fill_job(&y);
+  reset_waiter();
+  CHECK_EQ_I64(srv_work_start(1), 0);
+  CHECK_EQ_I64(srv_work_submit_full(&gt.c, on_complete, on_done, NULL), 0);
+  srv_work_gate_advance(&gt.c, 250); /* six pieces' bytes */
+  CHECK_EQ_I64(srv_work_submit(&c, on_done, NULL), 0);
+  wait_done(1);
+  for (i = 0; i < NP; i++)
+    CHECK_EQ_I64(rb[i], 1);
+  CHECK_EQ_I64(g_w.completed, 0); /* the gated call is still open */
+  srv_work_gate_advance(&gt.c, UINT64_MAX);
+  wait_done(2);
+  CHECK_EQ_I64(g_w.completed, 1);
+  CHECK_EQ_I64(g_w.complete_status, 0);
+  CHECK_EQ_I64(atomic_load(&gt.early), 0);
+  for (i = 0; i < NP; i++)
+    CHECK_EQ_I64(ra[i], 1);
+  free_jobs(&c);
+  srv_work_stop();
+  gated_free(&gt);
+  return 0;
+}
+
+/* A gated call whose client went away, or that the pool's stop finds
+ * waiting, ends with 503 at once, its missing pieces never run. */
+TEST(pool_gated_call_cancelled_or_stopped_while_waiting)
+{
+  static int32_t a[NP];
+  static _Atomic int ra[NP];
+  static struct gated gt;
+  int i, ran = 0, round;
+
+  for (round = 0; round < 2; round++) {
+    memset(ra, 0, sizeof ra);
+    gated_init(&gt, a, ra, NP);
+    reset_waiter();
+    CHECK_EQ_I64(srv_work_start(2), 0);
+    CHECK_EQ_I64(srv_work_submit_full(&gt.c, on_complete, on_done, NULL), 0);
+    srv_work_gate_advance(&gt.c, 100); /* three pieces */
+    if (round == 0) {
+      atomic_store(&gt.c.cancel, 1);
+      srv_work_gate_advance(&gt.c, 100);
+      wait_done(1);
+      srv_work_stop();
+    } else {
+      srv_work_stop(); /* returns only once the call has ended */
+      CHECK_EQ_I64(g_w.done, 1);
+    }
+    CHECK_EQ_I64(g_w.status, 503);
+    for (ran = 0, i = 0; i < NP; i++)
+      ran += ra[i];
+    CHECK(ran <= 3);
+    CHECK_EQ_I64(atomic_load(&gt.early), 0);
+    gated_free(&gt);
+  }
   return 0;
 }
