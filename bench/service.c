@@ -178,6 +178,8 @@ struct http_resp {
   int status;
   char ctype[128];
   double read_ms, compute_ms; /* from Server-Timing; -1: absent */
+  double early;               /* share of pieces done by the body's end
+                               * (Server-Timing early;desc="N/M"), -1 */
   char *body; /* malloc'd, decoded from chunked if need be */
   size_t len;
   size_t cap; /* bytes allocated at body */
@@ -268,7 +270,7 @@ static int http_do(int port, const char *method, const char *path,
   double end = bench_now() + timeout;
 
   memset(r, 0, sizeof *r);
-  r->read_ms = r->compute_ms = -1.0;
+  r->read_ms = r->compute_ms = r->early = -1.0;
   fd = socket(port ? AF_INET : AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     free(buf);
@@ -356,6 +358,12 @@ static int http_do(int port, const char *method, const char *path,
         } else if (strncasecmp(line, "server-timing:", 14) == 0) {
           r->read_ms = timing_phase(line + 14, "read");
           r->compute_ms = timing_phase(line + 14, "compute");
+          {
+            const char *e = strstr(line + 14, "early;desc=\"");
+            long long done, all;
+            if (e && sscanf(e + 12, "%lld/%lld", &done, &all) == 2 && all > 0)
+              r->early = (double)done / (double)all;
+          }
         } else if (strncasecmp(line, "content-type:", 13) == 0) {
           snprintf(r->ctype, sizeof r->ctype, "%s",
                    line + 13 + strspn(line + 13, " "));
@@ -723,6 +731,7 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server,
   float *q = bench_alloc(per * 4), *k = bench_alloc(per * 4),
         *v = bench_alloc(per * 4), *out = bench_alloc(per * 4);
   struct bench_samples http = {0}, kern = {0}, sread = {0}, scomp = {0};
+  struct bench_samples searly = {0};
   /* CPU time per request: the server's threads, this (client) thread, and
    * the in-process run's threads.  The wall time of a request cannot fall
    * below (server + client CPU) / cores when both share the machine. */
@@ -777,6 +786,8 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server,
         bench_samples_add(&sread, resp.read_ms);
       if (resp.compute_ms >= 0)
         bench_samples_add(&scomp, resp.compute_ms);
+      if (resp.early >= 0)
+        bench_samples_add(&searly, resp.early);
     }
     http_resp_keep(&resp);
     c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
@@ -820,6 +831,15 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server,
              bench_median(&sread), bench_median(&scomp),
              bench_median(&http) - bench_median(&sread) -
                  bench_median(&scomp));
+    else if (sread.n && searly.n)
+      printf("   server's Server-Timing (medians): body read %.1f ms "
+             "(%.0f%% of the in-process kernel), computing from its header "
+             "on: %.0f%% of the pieces done by its end; then %.1f ms to the "
+             "answer's last byte\n",
+             bench_median(&sread),
+             100.0 * bench_median(&sread) / bench_median(&kern),
+             100.0 * bench_median(&searly),
+             bench_median(&http) - bench_median(&sread));
     else if (sread.n)
       printf("   server's Server-Timing (medians): body read %.1f ms "
              "(%.0f%% of the in-process kernel); computed while the answer "
@@ -858,6 +878,8 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server,
       res_num("server_read_ms", bench_median(&sread));
     if (scomp.n)
       res_num("server_compute_ms", bench_median(&scomp));
+    if (searly.n)
+      res_num("server_early_done", bench_median(&searly));
     if (cpu_srv.n) {
       res_num("server_cpu_ms", bench_median(&cpu_srv));
       res_num("client_cpu_ms", bench_median(&cpu_cli));

@@ -207,11 +207,14 @@ struct srv_call {
   const char *resp_type;
   double kernel_seconds;    /* time spent in job pieces */
   /* When each phase ended (srv_now_ns, 0: not reached): the body was in,
-   * decode + prepare were done, the first and the last piece ran, the
+   * decode began, decode + prepare were done, the first and the last piece ran, the
    * response was encoded.  They make the Server-Timing header. */
   struct {
-    uint64_t body, prepared, run_start, run_end, encoded;
+    uint64_t body, decode, prepared, run_start, run_end, encoded;
   } ts;
+  /* An early call (srv_call_start_early): pieces done when the body was
+   * complete, of how many (Server-Timing "early"). */
+  int64_t early_done, early_pieces;
   /* When the sender sets resp_seg_ok, a binary encoding may leave large
    * tensors where they lie (arena, body: alive until the call is
    * released) instead of copying them: the response is then resp_body
@@ -253,7 +256,9 @@ typedef int (*srv_handler_fn)(struct srv_call *c, struct srv_err *err);
 enum srv_route_flags {
   SRV_ROUTE_PUBLIC = 1,  /* no API key needed (health, metrics, openapi) */
   SRV_ROUTE_BODY = 2,    /* takes a request body (POST) */
-  SRV_ROUTE_PNG = 4      /* may answer image/png (Accept negotiation) */
+  SRV_ROUTE_PNG = 4,     /* may answer image/png (Accept negotiation) */
+  SRV_ROUTE_EARLY = 8    /* may start computing while a safetensors body
+                          * arrives (its handler honours c->body_avail) */
 };
 
 struct srv_route {

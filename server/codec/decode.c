@@ -305,6 +305,11 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
     c->fmt = SRV_FMT_JSON;
   }
 
+  /* Early (c->body_avail): only safetensors can be read in part. */
+  if (c->body_avail && kind != BODY_SAFETENSORS)
+    return srv_fail(err, 415, NULL,
+                    "only a safetensors body can be read before it is "
+                    "complete");
   if (c->body_len == 0) {
     if (kind == BODY_SAFETENSORS)
       return srv_fail(err, 400, NULL,

@@ -126,8 +126,14 @@ static int st_entry(struct srv_call *c, const char *name, const json_t *v,
                     name, (unsigned long long)(e - b), (long long)numel, dn,
                     (unsigned long long)numel * es);
 
-  /* In place when the element is naturally aligned; else one copy. */
+  /* In place when the element is naturally aligned; else one copy --
+   * which needs the bytes, so not while they are still arriving. */
   p = (void *)(data + b);
+  if ((uintptr_t)p % es != 0 && c->body_avail)
+    return srv_fail(err, 400, ptr,
+                    "safetensors tensor \"%.60s\" is not aligned to its "
+                    "element size: it cannot be used before the body is "
+                    "complete", name);
   if ((uintptr_t)p % es != 0) {
     void *q = srv_codec__alloc(c, (size_t)want, ptr, err);
     if (!q)
@@ -164,6 +170,9 @@ int srv_codec__st_decode(struct srv_call *c, struct srv_err *err)
                     "the safetensors body is %zu bytes; it needs at least the "
                     "8-byte header length", c->body_len);
   hlen = srv_codec__rd_le64(body);
+  if (c->body_avail && (c->body_avail < 8 || hlen > c->body_avail - 8))
+    return srv_fail(err, 400, NULL,
+                    "the safetensors header has not arrived yet");
   if (hlen > c->body_len - 8)
     return srv_fail(err, 400, NULL,
                     "the safetensors header length %llu exceeds the body "

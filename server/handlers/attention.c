@@ -247,6 +247,31 @@ static int parse_kv_lens(struct srv_call *c, struct attn_req *rq, int64_t B,
   return 0;
 }
 
+/* The body is still arriving (c->body_avail bytes are in): the job may
+ * be built before q, k, v and attn_bias are there (inputs_later), but any
+ * other tensor it reads while being built -- a bias table, FIRE weights --
+ * must be in already. */
+static int later_ready(struct srv_call *c, struct attn_req *rq,
+                       struct srv_err *err)
+{
+  const char *in_end = c->body + c->body_avail;
+  int i;
+
+  for (i = 0; i < c->nbin; i++) {
+    const struct ab_tensor *t = &c->bin[i].t;
+    const char *p = t->data;
+    if (p == rq->q.data || p == rq->k.data || p == rq->v.data ||
+        p == rq->attn_bias.data)
+      continue;
+    if (p + ab_tensor_numel(t) * (int64_t)ab_dtype_size(
+                                     (enum ab_dtype)t->dtype) > in_end)
+      return srv_fail(err, 400, NULL,
+                      "tensor \"%.60s\" has not arrived yet", c->bin[i].name);
+  }
+  rq->ap.inputs_later = 1;
+  return 0;
+}
+
 /* ==== the handler ======================================================= */
 
 int srv_h_attention(struct srv_call *c, struct srv_err *err)
@@ -353,6 +378,8 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
     if (!ap->weights)
       return -1;
   }
+  if (c->body_avail && later_ready(c, rq, err) != 0)
+    return -1;
   st = ab_attention_job(ap, &job);
   if (st != AB_STATUS_OK)
     return srv_lib_fail(err, st, "", NULL);

@@ -62,7 +62,9 @@ struct srv_stream {
   uint64_t ready;       /* [0, ready) are final */
   uint64_t want;        /* a waiting reader's position */
   int waiting, failed, ended; /* ended: every piece ran */
+  struct srv_err err;   /* why, when failed */
   int64_t npieces, scan; /* order[0..scan) are done */
+  int64_t ndone;        /* pieces done */
   uint64_t *start;      /* piece -> lowest response byte it writes */
   int64_t *order;       /* pieces by start */
   unsigned char *done;  /* per piece */
@@ -80,11 +82,20 @@ static void stream_drop(struct srv_call *c)
   }
 }
 
+static void gate_drop(struct srv_call *c)
+{
+  if (c->gate) {
+    pthread_mutex_destroy(&c->gate->mu);
+    c->gate = NULL;
+  }
+}
+
 void srv_call_release(struct srv_call *c)
 {
   int i;
 
   stream_drop(c);
+  gate_drop(c);
   /* Jobs borrow tensors in the arena and the body: free them first. */
   for (i = 0; i < c->njobs; i++)
     ab_job_free(c->jobs[i]);
@@ -204,6 +215,7 @@ static void stream_piece_done(struct srv_call *c, int64_t piece)
 
   pthread_mutex_lock(&s->mu);
   s->done[piece] = 1;
+  s->ndone++;
   while (s->scan < s->npieces && s->done[s->order[s->scan]])
     s->scan++;
   s->ready = s->scan < s->npieces ? s->start[s->order[s->scan]] : s->total;
@@ -250,6 +262,7 @@ static void complete_on_pool(struct srv_call *c, int status,
     pthread_mutex_lock(&s->mu);
     if (status) {
       s->failed = 1;
+      s->err = *err;
       srv_log("streamed response cut: %s", err->detail);
     } else {
       s->ready = s->total;
@@ -306,6 +319,7 @@ int srv_call_prepare(struct srv_call *c)
 {
   struct srv_err err;
 
+  c->ts.decode = srv_now_ns();
   if (c->route->flags & SRV_ROUTE_BODY) {
     size_t cap = parse_budget();
     int rc;
@@ -321,7 +335,8 @@ int srv_call_prepare(struct srv_call *c)
                "more memory than its bytes -- send large tensors as \"data\" "
                "arrays, \"b64\" or safetensors",
                cap >> 20);
-      srv_metrics_reject(SRV_REJECT_OVER_BUDGET);
+      if (!c->body_avail) /* an early try is not a request's answer */
+        srv_metrics_reject(SRV_REJECT_OVER_BUDGET);
     }
     if (rc != 0)
       goto fail;
@@ -334,7 +349,7 @@ int srv_call_prepare(struct srv_call *c)
     }
   }
   if (c->route->prepare(c, &err) != 0) {
-    if (err.http == 413)
+    if (err.http == 413 && !c->body_avail)
       srv_metrics_reject(SRV_REJECT_OVER_BUDGET);
     goto fail;
   }
@@ -568,4 +583,109 @@ long srv_call_stream_read(struct srv_call *c, uint64_t pos, char *buf,
   n = ready - pos < max ? (size_t)(ready - pos) : max;
   stream_copy(c, pos, buf, n);
   return (long)n;
+}
+
+/* ---- computing while the body arrives (srv_call_start_early) ---- */
+
+struct need_piece {
+  uint64_t need;
+  int64_t piece;
+};
+
+static int cmp_need(const void *a, const void *b)
+{
+  const struct need_piece *x = a, *y = b;
+
+  if (x->need != y->need)
+    return x->need < y->need ? -1 : 1;
+  return (x->piece > y->piece) - (x->piece < y->piece);
+}
+
+/* The gate of c's one job: per piece, the body bytes that the body's
+ * tensors it reads end at (ab_job_piece_reads); pieces in that order. */
+static int gate_build(struct srv_call *c)
+{
+  const ab_job_t *job = c->jobs[0];
+  int64_t np = ab_job_pieces(job), p;
+  struct srv_gate *g = srv_arena_alloc(&c->arena, sizeof *g);
+  struct need_piece *np_ = srv_arena_alloc(&c->arena, (size_t)np * sizeof *np_);
+  int64_t *order = srv_arena_alloc(&c->arena, (size_t)np * sizeof *order);
+  uint64_t *need = srv_arena_alloc(&c->arena, (size_t)np * sizeof *need);
+  int i;
+
+  if (!g || !np_ || !order || !need)
+    return -1;
+  for (p = 0; p < np; p++) {
+    np_[p].need = 0;
+    np_[p].piece = p;
+    for (i = 0; i < c->nbin; i++) {
+      const struct ab_tensor *t = &c->bin[i].t;
+      int64_t end;
+      uint64_t at;
+      /* Not an input the pieces read (a bias table read when the job was
+       * built, already in): nothing to wait for. */
+      if (ab_job_piece_reads(job, p, t->data, &end) != AB_STATUS_OK)
+        continue;
+      at = (uint64_t)((const char *)t->data - c->body) +
+           (uint64_t)end * ab_dtype_size((enum ab_dtype)t->dtype);
+      if (at > np_[p].need)
+        np_[p].need = at;
+    }
+  }
+  qsort(np_, (size_t)np, sizeof *np_, cmp_need);
+  for (p = 0; p < np; p++) {
+    order[p] = np_[p].piece;
+    need[p] = np_[p].need;
+  }
+  memset(g, 0, sizeof *g);
+  g->npieces = np;
+  g->order = order;
+  g->need = need;
+  atomic_init(&g->avail, c->body_avail);
+  if (pthread_mutex_init(&g->mu, NULL) != 0)
+    return -1;
+  c->gate = g;
+  return 0;
+}
+
+int srv_call_start_early(struct srv_call *c, void (*wake)(void *arg),
+                         void *wake_arg,
+                         void (*done)(struct srv_call *c, void *arg),
+                         void *done_arg)
+{
+  const struct srv_route *route = c->route;
+
+  if (!(route->flags & SRV_ROUTE_EARLY) || !c->body_avail)
+    return 0;
+  if (srv_call_prepare(c) == 0 && c->njobs == 1 &&
+      srv_call_stream_begin(c, wake, wake_arg) == 1 && gate_build(c) == 0 &&
+      srv_call_submit(c, done, done_arg) == 0)
+    return 1;
+  /* Not this time: back to a fresh call, prepared again at the end. */
+  srv_call_release(c);
+  srv_call_init(c, route);
+  return 0;
+}
+
+int srv_call_early_end(struct srv_call *c)
+{
+  struct srv_stream *s = c->stream;
+  struct srv_err err;
+  int failed;
+
+  c->body_avail = 0;
+  pthread_mutex_lock(&s->mu);
+  failed = s->failed;
+  err = s->err;
+  c->early_done = s->ndone;
+  c->early_pieces = s->npieces;
+  pthread_mutex_unlock(&s->mu);
+  if (!failed)
+    return 0;
+  /* Failed before a byte of the answer went out: say why, plainly.  The
+   * pool has ended the call (complete_on_pool ran), so nothing else
+   * touches the stream. */
+  stream_drop(c);
+  srv_call_fail(c, &err);
+  return 1;
 }

@@ -75,6 +75,26 @@ long srv_call_stream_read(struct srv_call *c, uint64_t pos, char *buf,
 /* The whole response's length. */
 uint64_t srv_call_stream_length(const struct srv_call *c);
 
+/* Computing while the body arrives.  c->body points at a buffer that will
+ * hold all c->body_len bytes and never moves; c->body_avail (> 0) of them
+ * are in, at least the whole safetensors header.  When the route allows it
+ * (SRV_ROUTE_EARLY) and the call prepares without reading tensor data
+ * and streams its answer (srv_call_stream_begin), it is submitted gated:
+ * each piece runs once the bytes it reads are in (the caller reports them
+ * with srv_work_gate_advance).  Returns 1 then -- done(c, arg) comes as
+ * for srv_call_submit, and srv_call_early_end follows the body's end;
+ * else 0 with c back as srv_call_init left it (the caller re-sets the
+ * request fields and prepares at the body's end as usual, reporting any
+ * error then). */
+int srv_call_start_early(struct srv_call *c, void (*wake)(void *arg),
+                         void *wake_arg,
+                         void (*done)(struct srv_call *c, void *arg),
+                         void *done_arg);
+/* The body of an early call is complete.  Returns 0: send the streamed
+ * answer; 1: the job has already failed (cancelled: the drain deadline)
+ * and c holds the error response to send instead, not streamed. */
+int srv_call_early_end(struct srv_call *c);
+
 /* ---- metrics.c: counters (all thread-safe, lock-free) ---------------- */
 
 /* One request answered in full: route index into srv_route_table (-1 for

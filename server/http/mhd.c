@@ -48,6 +48,13 @@
  * (t - timeout) * MIN_UPLOAD_RATE bytes, else the connection is closed. */
 #define MIN_UPLOAD_RATE 65536.0 /* bytes per second */
 
+/* A binary attention body at least this large starts computing as soon as
+ * its safetensors header is in: each piece runs once the bytes it reads
+ * have arrived (srv_call_start_early), so the kernel overlaps the upload
+ * -- fully on a network slower than the kernel.  Smaller bodies take less
+ * time to arrive than the extra bookkeeping would save. */
+#define EARLY_MIN_BYTES ((unsigned long long)4 << 20)
+
 /* Bytes MHD asks a streamed response for at a time (its send buffer). */
 #define STREAM_BLOCK ((size_t)256 << 10)
 
@@ -71,6 +78,8 @@ struct srv_req {
   int may_discard;       /* a refusal may wait for the body's end */
   int counted;           /* already in the metrics (a reject) */
   int stream_whole;      /* MHD took a streamed answer's last bytes */
+  int early_run;         /* computing while the body arrives: 1 started,
+                          * 0 not yet tried, -1 not for this request */
   int status;            /* status queued, 0: none */
   struct srv_err early;  /* headers of an early error (Allow, ...) */
   struct srv_buf body;
@@ -155,16 +164,18 @@ static void server_timing(const struct srv_req *rq, char *out, size_t cap)
     uint64_t from, to;
   } ph[] = {
       {"read", rq->t0_ns, c->ts.body},
-      {"prepare", c->ts.body, c->ts.prepared},
+      {"prepare", c->ts.decode, c->ts.prepared},
       {"queue", c->ts.prepared, c->ts.run_start},
       {"compute", c->ts.run_start, c->ts.run_end},
       {"encode", c->ts.run_end ? c->ts.run_end : c->ts.prepared,
        c->ts.encoded},
   };
-  size_t i, n = 0;
+  /* An early call's pool is at work while its headers are made: only
+   * read and prepare are known (and the pool's fields are not read). */
+  size_t i, n = 0, nph = rq->early_run == 1 ? 2 : sizeof ph / sizeof ph[0];
 
   out[0] = '\0';
-  for (i = 0; i < sizeof ph / sizeof ph[0]; i++) {
+  for (i = 0; i < nph; i++) {
     int k;
 
     if (!ph[i].from || !ph[i].to || ph[i].to < ph[i].from)
@@ -180,7 +191,11 @@ static void server_timing(const struct srv_req *rq, char *out, size_t cap)
   /* A streamed response goes out while it is computed: no compute or
    * encode time can be known when the headers are sent. */
   if (c->stream && cap - n > 16)
-    snprintf(out + n, cap - n, "%sstream", n ? ", " : "");
+    n += (size_t)snprintf(out + n, cap - n, "%sstream", n ? ", " : "");
+  /* Computing began while the body arrived: pieces done by its end. */
+  if (rq->early_run == 1 && cap - n > 64)
+    snprintf(out + n, cap - n, "%searly;desc=\"%lld/%lld\"", n ? ", " : "",
+             (long long)c->early_done, (long long)c->early_pieces);
 }
 
 /* The headers every response of a call carries beside its body. */
@@ -624,36 +639,111 @@ static void on_stream_done(struct srv_call *c, void *arg)
 /* Hand a streaming call to the pool and queue its response at once: MHD
  * sends its bytes as the pieces finish, suspending the connection while
  * it waits for more. */
-static enum MHD_Result stream_call(struct srv_req *rq,
-                                   struct MHD_Connection *conn)
+static struct MHD_Response *stream_response(struct srv_req *rq)
 {
-  struct srv_call *c = &rq->call;
   struct MHD_Response *r;
-  enum MHD_Result ok;
-  uint64_t total = srv_call_stream_length(c);
 
-  /* The headers are made before the pool can touch the call (it writes
-   * c->ts and c->kernel_seconds). */
   atomic_fetch_add(&rq->refs, 1); /* dropped by response_done */
-  r = MHD_create_response_from_callback(total, STREAM_BLOCK, stream_read, rq,
+  r = MHD_create_response_from_callback(srv_call_stream_length(&rq->call),
+                                        STREAM_BLOCK, stream_read, rq,
                                         response_done);
   if (!r) {
     req_release(rq);
-    return MHD_NO;
+    return NULL;
   }
   add_headers(rq, r);
+  return r;
+}
+
+static enum MHD_Result stream_queue(struct srv_req *rq,
+                                    struct MHD_Connection *conn,
+                                    struct MHD_Response *r)
+{
+  enum MHD_Result ok = MHD_queue_response(conn, (unsigned)rq->call.status, r);
+
+  MHD_destroy_response(r);
+  rq->status = rq->call.status;
+  rq->bytes_out = srv_call_stream_length(&rq->call);
+  rq->stage = STAGE_SENT;
+  return ok;
+}
+
+static enum MHD_Result stream_call(struct srv_req *rq,
+                                   struct MHD_Connection *conn)
+{
+  /* The headers are made before the pool can touch the call (it writes
+   * c->ts and c->kernel_seconds). */
+  struct MHD_Response *r = stream_response(rq);
+
+  if (!r)
+    return MHD_NO;
   atomic_fetch_add(&rq->refs, 1); /* the pool's */
-  if (srv_call_submit(c, on_stream_done, rq) != 0) {
+  if (srv_call_submit(&rq->call, on_stream_done, rq) != 0) {
     req_release(rq);
     MHD_destroy_response(r); /* response_done drops its reference */
     return send_call(rq, conn); /* the 503 that srv_call_submit set */
   }
-  ok = MHD_queue_response(conn, (unsigned)c->status, r);
-  MHD_destroy_response(r);
-  rq->status = c->status;
-  rq->bytes_out = total;
-  rq->stage = STAGE_SENT;
-  return ok;
+  return stream_queue(rq, conn, r);
+}
+
+static uint64_t rd_le64(const char *p)
+{
+  uint64_t v = 0;
+  int i;
+
+  for (i = 7; i >= 0; i--)
+    v = v << 8 | (unsigned char)p[i];
+  return v;
+}
+
+/* A body chunk arrived: once the safetensors header of a large body is
+ * in, try to start its call while the rest arrives (EARLY_MIN_BYTES). */
+static void try_early(struct srv_req *rq, struct MHD_Connection *conn)
+{
+  struct srv_call *c = &rq->call;
+  uint64_t hlen;
+
+  if (!(c->route->flags & SRV_ROUTE_EARLY) || rq->length < EARLY_MIN_BYTES) {
+    rq->early_run = -1;
+    return;
+  }
+  if (rq->body.len < 8)
+    return;
+  hlen = rd_le64(rq->body.data);
+  if (hlen > rq->length - 8) {
+    rq->early_run = -1; /* not safetensors, or not valid: the end will tell */
+    return;
+  }
+  if (rq->body.len - 8 < hlen)
+    return;
+  rq->early_run = -1;
+  c->content_type =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+  c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+  /* The buffer holds the declared length (reserved with the headers), so
+   * it never moves; the call must not free it (no body_buf). */
+  c->body = rq->body.data;
+  c->body_len = (size_t)rq->length;
+  c->body_avail = rq->body.len;
+  atomic_fetch_add(&rq->refs, 1); /* the pool's, if it starts */
+  if (srv_call_start_early(c, stream_wake, rq, on_stream_done, rq))
+    rq->early_run = 1;
+  else
+    req_release(rq); /* not the last reference: MHD holds one */
+}
+
+/* The body of an early call is complete: its answer goes out as the
+ * pieces finish (or its error, if the job has already failed). */
+static enum MHD_Result on_early_body_done(struct srv_req *rq,
+                                          struct MHD_Connection *conn)
+{
+  struct MHD_Response *r;
+
+  rq->call.ts.body = srv_now_ns();
+  if (srv_call_early_end(&rq->call))
+    return send_call(rq, conn);
+  r = stream_response(rq);
+  return r ? stream_queue(rq, conn, r) : MHD_NO;
 }
 
 /* The body is complete: run the call (inline, or suspend and hand it to
@@ -712,10 +802,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   switch (rq->stage) {
   case STAGE_BODY:
     if (n == 0)
-      return on_body_done(rq, conn);
+      return rq->early_run == 1 ? on_early_body_done(rq, conn)
+                            : on_body_done(rq, conn);
     *upload_size = 0;
     if (srv_buf_append(&rq->body, upload, n) == 0) {
       rq->received += n;
+      if (rq->early_run == 1)
+        srv_work_gate_advance(&rq->call, rq->body.len);
+      else if (rq->early_run == 0 && rq->length)
+        try_early(rq, conn);
       if (upload_too_slow(rq)) {
         srv_log("%s %s: the body arrives too slowly (%llu bytes in %.1f s); "
                 "closing",
@@ -801,8 +896,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   else if (!rq->counted)
     srv_metrics_reject(atomic_load(&g_draining) ? SRV_REJECT_CUT
                                                 : SRV_REJECT_CLIENT_CLOSED);
-  if (cut_short)
+  if (cut_short) {
     atomic_store(&rq->call.cancel, 1);
+    /* An early call's items may be parked, waiting for bytes. */
+    srv_work_gate_advance(&rq->call, 0);
+  }
   if (!rq->call.stream)
     srv_metrics_kernel(rq->route, rq->call.kernel_seconds);
   if (rq->status && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
