@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../server/http/mhd-tuning.h"
+
 static volatile sig_atomic_t g_stop;
 static char *g_body;
 static size_t g_len;
@@ -134,7 +136,7 @@ int main(int argc, char **argv)
                        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)threads,
                        MHD_OPTION_CONNECTION_LIMIT, 1024u,
                        MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)1 << 20,
+                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, SRV_MHD_CONN_MEMORY,
                        MHD_OPTION_END);
   if (!d) {
     fprintf(stderr, "bare-server: cannot start on %s:%d\n", host, port);
