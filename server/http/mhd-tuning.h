@@ -15,6 +15,8 @@
  * (64 KiB reads are as good as 512 KiB ones on loopback TCP; MHD's 32 KiB
  * default was 30-80 % slower for large bodies).  It also bounds the
  * request line and headers MHD accepts (half of it, 64 KiB). */
+#ifndef SRV_MHD_CONN_MEMORY /* -D for experiments */
 #define SRV_MHD_CONN_MEMORY ((size_t)128 << 10)
+#endif
 
 #endif

@@ -198,7 +198,7 @@ static int gate_item_end(struct task *t)
   if (over) {
     if (atomic_load(&t->next_piece) < g->npieces && !atomic_load(&t->failed))
       fail_task(t, 503, AB_STATUS_OK,
-                atomic_load(&g_cancel)
+                atomic_load(&g_cancel) || atomic_load(&g_gate_stop)
                     ? "the server is shutting down and the drain deadline "
                       "passed before this request was computed"
                     : "the client went away before the answer was computed");
