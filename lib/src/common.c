@@ -523,61 +523,47 @@ enum ab_status ab_job_run(const ab_job_t *job, int64_t piece, void *scratch)
   return st;
 }
 
-/* The checks ab_job_piece_first and ab_job_piece_reads share. */
+/* ab_job_piece_first and ab_job_piece_reads: the same checks around the
+ * job kind's own answer (its `first` or `reads`). */
 static enum ab_status piece_query(const ab_job_t *job, int64_t piece,
-                                  const void *ptr, const char *ptr_name,
-                                  const int64_t *res, const char *res_name,
-                                  int has, const char *verb)
+                                  const void *ptr, int64_t *res, int reads)
 {
+  const char *what = reads ? "input" : "output";
+  const char *res_name = reads ? "end" : "first";
+  int64_t (*fn)(const struct ab_job *, int64_t, const void *);
+  int64_t v;
+
   if (!job || !res || !ptr)
     return ab__fail(AB_STATUS_INVALID_ARG,
-                    !job ? "job" : !res ? res_name : ptr_name, "%s is NULL",
-                    !job ? "job" : !res ? res_name : ptr_name);
+                    !job ? "job" : !res ? res_name : what, "%s is NULL",
+                    !job ? "job" : !res ? res_name : what);
   if (piece < 0 || piece >= job->pieces)
     return ab__fail(AB_STATUS_OUT_OF_RANGE, "piece",
                     "piece %lld is not in 0..%lld", (long long)piece,
                     (long long)job->pieces - 1);
-  if (!has)
+  fn = reads ? job->reads : job->first;
+  if (!fn)
     return ab__fail(AB_STATUS_INVALID_ARG, "job",
-                    "this kind of job does not describe what its pieces "
-                    "%s", verb);
+                    "this kind of job does not describe what its pieces %s",
+                    reads ? "read" : "write");
+  v = fn(job, piece, ptr);
+  if (v < 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, what,
+                    "%p is not an %s of this job", ptr, what);
+  *res = v;
   return AB_STATUS_OK;
 }
 
 enum ab_status ab_job_piece_first(const ab_job_t *job, int64_t piece,
                                   const void *output, int64_t *first)
 {
-  enum ab_status st;
-  int64_t f;
-
-  st = piece_query(job, piece, output, "output", first, "first",
-                   job && job->first, "write");
-  if (st != AB_STATUS_OK)
-    return st;
-  f = job->first(job, piece, output);
-  if (f < 0)
-    return ab__fail(AB_STATUS_INVALID_ARG, "output",
-                    "%p is not an output of this job", output);
-  *first = f;
-  return AB_STATUS_OK;
+  return piece_query(job, piece, output, first, 0);
 }
 
 enum ab_status ab_job_piece_reads(const ab_job_t *job, int64_t piece,
                                   const void *input, int64_t *end)
 {
-  enum ab_status st;
-  int64_t e;
-
-  st = piece_query(job, piece, input, "input", end, "end",
-                   job && job->reads, "read");
-  if (st != AB_STATUS_OK)
-    return st;
-  e = job->reads(job, piece, input);
-  if (e < 0)
-    return ab__fail(AB_STATUS_INVALID_ARG, "input",
-                    "%p is not an input of this job", input);
-  *end = e;
-  return AB_STATUS_OK;
+  return piece_query(job, piece, input, end, 1);
 }
 
 enum ab_status ab_job_run_all(const ab_job_t *job)

@@ -396,17 +396,19 @@ int srv_call_submit(struct srv_call *c,
 
 /* ---- streaming ---------------------------------------------------------- */
 
-struct start_piece {
-  uint64_t start;
+/* A piece and a byte offset to order pieces by: the lowest response byte
+ * it writes (streaming), the body bytes it needs (early calls). */
+struct key_piece {
+  uint64_t key;
   int64_t piece;
 };
 
-static int cmp_start(const void *a, const void *b)
+static int cmp_key_piece(const void *a, const void *b)
 {
-  const struct start_piece *x = a, *y = b;
+  const struct key_piece *x = a, *y = b;
 
-  if (x->start != y->start)
-    return x->start < y->start ? -1 : 1;
+  if (x->key != y->key)
+    return x->key < y->key ? -1 : 1;
   return (x->piece > y->piece) - (x->piece < y->piece);
 }
 
@@ -461,7 +463,7 @@ int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
 {
   struct srv_err err;
   struct srv_stream *s;
-  struct start_piece *sp;
+  struct key_piece *sp;
   const ab_job_t *job;
   uint64_t total;
   int64_t np, p;
@@ -510,10 +512,10 @@ int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
     return stream_undo(c);
   memset(s->done, 0, (size_t)np);
   for (p = 0; p < np; p++) {
-    sp[p].start = s->start[p];
+    sp[p].key = s->start[p];
     sp[p].piece = p;
   }
-  qsort(sp, (size_t)np, sizeof *sp, cmp_start);
+  qsort(sp, (size_t)np, sizeof *sp, cmp_key_piece);
   for (p = 0; p < np; p++)
     s->order[p] = sp[p].piece;
   s->total = total;
@@ -587,20 +589,6 @@ long srv_call_stream_read(struct srv_call *c, uint64_t pos, char *buf,
 
 /* ---- computing while the body arrives (srv_call_start_early) ---- */
 
-struct need_piece {
-  uint64_t need;
-  int64_t piece;
-};
-
-static int cmp_need(const void *a, const void *b)
-{
-  const struct need_piece *x = a, *y = b;
-
-  if (x->need != y->need)
-    return x->need < y->need ? -1 : 1;
-  return (x->piece > y->piece) - (x->piece < y->piece);
-}
-
 /* The gate of c's one job: per piece, the body bytes that the body's
  * tensors it reads end at (ab_job_piece_reads); pieces in that order. */
 static int gate_build(struct srv_call *c)
@@ -608,16 +596,16 @@ static int gate_build(struct srv_call *c)
   const ab_job_t *job = c->jobs[0];
   int64_t np = ab_job_pieces(job), p;
   struct srv_gate *g = srv_arena_alloc(&c->arena, sizeof *g);
-  struct need_piece *np_ = srv_arena_alloc(&c->arena, (size_t)np * sizeof *np_);
+  struct key_piece *kp = srv_arena_alloc(&c->arena, (size_t)np * sizeof *kp);
   int64_t *order = srv_arena_alloc(&c->arena, (size_t)np * sizeof *order);
   uint64_t *need = srv_arena_alloc(&c->arena, (size_t)np * sizeof *need);
   int i;
 
-  if (!g || !np_ || !order || !need)
+  if (!g || !kp || !order || !need)
     return -1;
   for (p = 0; p < np; p++) {
-    np_[p].need = 0;
-    np_[p].piece = p;
+    kp[p].key = 0;
+    kp[p].piece = p;
     for (i = 0; i < c->nbin; i++) {
       const struct ab_tensor *t = &c->bin[i].t;
       int64_t end;
@@ -628,14 +616,14 @@ static int gate_build(struct srv_call *c)
         continue;
       at = (uint64_t)((const char *)t->data - c->body) +
            (uint64_t)end * ab_dtype_size((enum ab_dtype)t->dtype);
-      if (at > np_[p].need)
-        np_[p].need = at;
+      if (at > kp[p].key)
+        kp[p].key = at;
     }
   }
-  qsort(np_, (size_t)np, sizeof *np_, cmp_need);
+  qsort(kp, (size_t)np, sizeof *kp, cmp_key_piece);
   for (p = 0; p < np; p++) {
-    order[p] = np_[p].piece;
-    need[p] = np_[p].need;
+    order[p] = kp[p].piece;
+    need[p] = kp[p].key;
   }
   memset(g, 0, sizeof *g);
   g->npieces = np;

@@ -1216,6 +1216,29 @@ TEST(attn_job_piece_first_is_lowest_written)
  * float64 reference, so no piece read past what it said, and building the
  * job read nothing.  q is float16 here when q16 (read in place, any
  * dtype); attn_bias [1, Hq, Nq, Nk] broadcasts over the batch. */
+/* t [B, H, N, D] in bhsd (else [B, N, H, D]) with uniform(-1, 1) values,
+ * rounded through float16 when h16 (which receives the halves), and the
+ * same values in canon [B][H][N][D]. */
+static void later_fill(float *t, uint16_t *h16, double *canon, int64_t B,
+                       int64_t H, int64_t N, int64_t D, int bhsd)
+{
+  int64_t b, h, r, c;
+
+  for (b = 0; b < B; b++)
+    for (h = 0; h < H; h++)
+      for (r = 0; r < N; r++)
+        for (c = 0; c < D; c++) {
+          int64_t at = bhsd ? ((b * H + h) * N + r) * D + c
+                            : ((b * N + r) * H + h) * D + c;
+          t[at] = (float)test_uniform(-1, 1);
+          if (h16) {
+            h16[at] = ab_f32_to_f16(t[at]);
+            t[at] = ab_f16_to_f32(h16[at]);
+          }
+          canon[((b * H + h) * N + r) * D + c] = t[at];
+        }
+}
+
 static int later_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq,
                       int64_t Nk, int64_t D, int layout, int causal, int q16,
                       int with_bias)
@@ -1250,27 +1273,9 @@ static int later_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq,
   P.k = malloc(sizeof(double) * (size_t)nk);
   P.v = malloc(sizeof(double) * (size_t)nk);
   /* Stored values in the tensors' layout; canonical [B][H][N][D] copies. */
-  for (b = 0; b < B; b++)
-    for (h = 0; h < Hq; h++)
-      for (r = 0; r < Nq; r++)
-        for (c = 0; c < D; c++) {
-          int64_t at = bhsd ? ((b * Hq + h) * Nq + r) * D + c
-                            : ((b * Nq + r) * Hq + h) * D + c;
-          qh[at] = ab_f32_to_f16((float)test_uniform(-1, 1));
-          qf[at] = q16 ? ab_f16_to_f32(qh[at]) : (float)test_uniform(-1, 1);
-          P.q[((b * Hq + h) * Nq + r) * D + c] = qf[at];
-        }
-  for (b = 0; b < B; b++)
-    for (h = 0; h < Hkv; h++)
-      for (r = 0; r < Nk; r++)
-        for (c = 0; c < D; c++) {
-          int64_t at = bhsd ? ((b * Hkv + h) * Nk + r) * D + c
-                            : ((b * Nk + r) * Hkv + h) * D + c;
-          kf[at] = (float)test_uniform(-1, 1);
-          vf[at] = (float)test_uniform(-1, 1);
-          P.k[((b * Hkv + h) * Nk + r) * D + c] = kf[at];
-          P.v[((b * Hkv + h) * Nk + r) * D + c] = vf[at];
-        }
+  later_fill(qf, q16 ? qh : NULL, P.q, B, Hq, Nq, D, bhsd);
+  later_fill(kf, NULL, P.k, B, Hkv, Nk, D, bhsd);
+  later_fill(vf, NULL, P.v, B, Hkv, Nk, D, bhsd);
   for (i = 0; i < nb; i++)
     bf[i] = (float)test_uniform(-2, 2);
   for (b = 0; b < B; b++)
