@@ -599,10 +599,18 @@ static int gate_build(struct srv_call *c)
   struct key_piece *kp = srv_arena_alloc(&c->arena, (size_t)np * sizeof *kp);
   int64_t *order = srv_arena_alloc(&c->arena, (size_t)np * sizeof *order);
   uint64_t *need = srv_arena_alloc(&c->arena, (size_t)np * sizeof *need);
+  unsigned char *input = srv_arena_alloc(&c->arena, (size_t)c->nbin + 1);
   int i;
 
-  if (!g || !kp || !order || !need)
+  if (!g || !kp || !order || !need || !input)
     return -1;
+  /* The body's tensors that the pieces read; the others (a bias table
+   * read when the job was built, already in) are not waited for. */
+  for (i = 0; i < c->nbin; i++) {
+    int64_t end;
+    input[i] = ab_job_piece_reads(job, 0, c->bin[i].t.data, &end) ==
+               AB_STATUS_OK;
+  }
   for (p = 0; p < np; p++) {
     kp[p].key = 0;
     kp[p].piece = p;
@@ -610,9 +618,8 @@ static int gate_build(struct srv_call *c)
       const struct ab_tensor *t = &c->bin[i].t;
       int64_t end;
       uint64_t at;
-      /* Not an input the pieces read (a bias table read when the job was
-       * built, already in): nothing to wait for. */
-      if (ab_job_piece_reads(job, p, t->data, &end) != AB_STATUS_OK)
+      if (!input[i] ||
+          ab_job_piece_reads(job, p, t->data, &end) != AB_STATUS_OK)
         continue;
       at = (uint64_t)((const char *)t->data - c->body) +
            (uint64_t)end * ab_dtype_size((enum ab_dtype)t->dtype);
@@ -645,6 +652,10 @@ int srv_call_start_early(struct srv_call *c, void (*wake)(void *arg),
 
   if (!(route->flags & SRV_ROUTE_EARLY) || !c->body_avail)
     return 0;
+  /* Preparing may read tensors that have not arrived (rope positions sent
+   * as a tensor, say) before the handler refuses to go on early: it then
+   * reads garbage, fails or not, and everything is undone below and done
+   * again on the whole body. */
   if (srv_call_prepare(c) == 0 && c->njobs == 1 &&
       srv_call_stream_begin(c, wake, wake_arg) == 1 && gate_build(c) == 0 &&
       srv_call_submit(c, done, done_arg) == 0)

@@ -73,7 +73,8 @@ struct srv_req {
   _Atomic int refs;
   enum stage stage;
   int route;             /* index in the route table, -1: none */
-  int admitted;          /* holds a --max-queue slot */
+  _Atomic int admitted;  /* holds a --max-queue slot (given back by the
+                          * HTTP or the loop thread, whichever is first) */
   int close;             /* send Connection: close */
   int has_body;          /* a body follows the headers */
   int may_discard;       /* a refusal may wait for the body's end */
@@ -112,10 +113,8 @@ int srv_http_port(void) { return g_port; }
 
 static void unadmit(struct srv_req *rq)
 {
-  if (rq->admitted) {
-    rq->admitted = 0;
+  if (atomic_exchange(&rq->admitted, 0))
     atomic_fetch_sub(&g_queue, 1);
-  }
 }
 
 static void req_release(struct srv_req *rq)
@@ -137,7 +136,7 @@ static int admit(struct srv_req *rq)
     if (cur >= srv_cfg.max_queue)
       return -1;
   } while (!atomic_compare_exchange_weak(&g_queue, &cur, cur + 1));
-  rq->admitted = 1;
+  atomic_store(&rq->admitted, 1);
   return 0;
 }
 
@@ -902,7 +901,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
     /* An early call's items may be parked, waiting for bytes. */
     srv_work_gate_advance(&rq->call, 0);
   }
-  if (!rq->call.stream)
+  /* Streamed and early calls count theirs when their job ends (an early
+   * call that failed before its body ended has no stream any more). */
+  if (!rq->call.stream && rq->early_run != 1)
     srv_metrics_kernel(rq->route, rq->call.kernel_seconds);
   if (rq->status && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
     srv_log("%s %s %d in=%llu out=%llu %.3fms", rq->method, rq->path,

@@ -376,7 +376,9 @@ static void maybe_close(void)
   int close_now;
 
   pthread_mutex_lock(&g_lock);
-  close_now = g_stopping && !g_gated && !g_closed;
+  /* Not while submissions wait in g_pending: the wake-up that stop sent
+   * drains them, then comes here again. */
+  close_now = g_stopping && !g_gated && !g_pending && !g_closed;
   if (close_now)
     g_closed = 1;
   pthread_mutex_unlock(&g_lock);

@@ -465,3 +465,54 @@ TEST(pool_gated_call_cancelled_or_stopped_while_waiting)
   }
   return 0;
 }
+
+/* A call submitted while the loop thread is busy in another call's `done`,
+ * then the pool stopped: the stop must still run it (the loop must not
+ * close its wake-up handle while submissions wait). */
+static _Atomic int g_in_done_a, g_done_b;
+
+static void done_slow(struct srv_call *c, int status, void *arg)
+{
+  struct timespec ts = {0, 200 * 1000 * 1000};
+
+  (void)c, (void)status, (void)arg;
+  atomic_store(&g_in_done_a, 1);
+  nanosleep(&ts, NULL);
+}
+
+static void done_b(struct srv_call *c, int status, void *arg)
+{
+  (void)c, (void)status, (void)arg;
+  atomic_store(&g_done_b, 1);
+}
+
+TEST(pool_stop_runs_calls_submitted_just_before)
+{
+  static int32_t a[4], b[4];
+  static _Atomic int ra[4], rb[4];
+  struct fill_ctx x = {4, a, NULL, ra, 1, -1, 0, 0};
+  struct fill_ctx y = {4, b, NULL, rb, 2, -1, 0, 0};
+  struct srv_call ca, cb;
+  struct timespec ms = {0, 1000 * 1000};
+  int i;
+
+  memset(&ca, 0, sizeof ca);
+  memset(&cb, 0, sizeof cb);
+  ca.jobs[ca.njobs++] = fill_job(&x);
+  cb.jobs[cb.njobs++] = fill_job(&y);
+  atomic_store(&g_in_done_a, 0);
+  atomic_store(&g_done_b, 0);
+  CHECK_EQ_I64(srv_work_start(1), 0);
+  CHECK_EQ_I64(srv_work_submit_full(&ca, NULL, done_slow, NULL), 0);
+  while (!atomic_load(&g_in_done_a))
+    nanosleep(&ms, NULL);
+  CHECK_EQ_I64(srv_work_submit_full(&cb, NULL, done_b, NULL), 0);
+  srv_work_stop();
+  CHECK_EQ_I64(atomic_load(&g_done_b), 1);
+  CHECK_EQ_I64(srv_work_busy(), 0);
+  for (i = 0; i < 4; i++)
+    CHECK_EQ_I64(rb[i], 1);
+  free_jobs(&ca);
+  free_jobs(&cb);
+  return 0;
+}
