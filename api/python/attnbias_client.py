@@ -402,15 +402,24 @@ class Client:
         ``Server-Timing`` header: ``{"read": 21.3, "prepare": 0.1,
         "queue": 0.05, "compute": 176.2, "encode": 0.02}`` (the phases it
         went through).  An answer streamed while it was computed has
-        ``"stream": True`` and no compute time.  Empty before any request."""
+        ``"stream": True`` and no compute time; a large binary attention
+        request that began computing while its body arrived has
+        ``"early": (done, pieces)``, the pieces of its job done when the
+        body ended.  Empty before any request."""
         out = {}
         for item in self.last_headers.get("server-timing", "").split(","):
             name, _, rest = item.strip().partition(";")
             if not name:
                 continue
-            dur = [p.strip()[4:] for p in rest.split(";") if p.strip().startswith("dur=")]
+            params = dict(p.strip().partition("=")[::2] for p in rest.split(";") if "=" in p)
             try:
-                out[name] = float(dur[0]) if dur else True
+                if "dur" in params:
+                    out[name] = float(params["dur"])
+                elif name == "early" and "desc" in params:
+                    done, _, pieces = params["desc"].strip('"').partition("/")
+                    out[name] = (int(done), int(pieces))
+                else:
+                    out[name] = True
             except ValueError:
                 out[name] = True
         return out

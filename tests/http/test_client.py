@@ -408,6 +408,13 @@ def test_attention(server):
     got = ab.attention(q, q, q)
     assert got.shape == (1, 8, 512, 64) and ab.last_timing.get("stream") is True, \
         ab.last_timing
+    # A body of 4 MiB or more starts computing while it arrives: the client
+    # reports how many pieces were done by its end.
+    q, k, v = (rng.uniform(-1, 1, (1, 8, 1024, 64)).astype(np.float32) for _ in range(3))
+    got = ab.attention(q, k, v)
+    close(got, ref_attention(q, k, v)[0], rtol=1e-4, atol=2e-6, what="early")
+    done, pieces = ab.last_timing["early"]
+    assert 0 <= done <= pieces and pieces > 1, ab.last_timing
 
 
 def test_transports_agree(server):
