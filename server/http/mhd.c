@@ -8,7 +8,10 @@
  * neither side can free it under the other.  The connection is suspended
  * before the call is handed to the pool and resumed, from the loop thread,
  * once its response is ready; MHD then calls the access handler again and
- * the response is queued there. */
+ * the response is queued there.  A large binary attention body is handed
+ * to the pool while it still arrives instead (try_early): its pieces run
+ * as their bytes come in, and its streamed answer is queued at the body's
+ * end. */
 #include "http/http.h"
 #include "http/mhd-tuning.h"
 #include "work/work.h"
