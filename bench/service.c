@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -256,6 +257,78 @@ static int send_paced(int fd, const char *p, size_t n)
     }
   }
   return 0;
+}
+
+/* ---- the transport alone: n bytes over loopback TCP ---- */
+
+struct tcp_probe {
+  int port;
+  const char *p;
+  size_t n;
+};
+
+static void *tcp_probe_send(void *arg)
+{
+  const struct tcp_probe *t = arg;
+  struct sockaddr_in sa;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)t->port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+    send_all(fd, t->p, t->n);
+  if (fd >= 0)
+    close(fd);
+  return NULL;
+}
+
+/* ms to move n bytes from one thread to another over loopback TCP, the
+ * receiver reading 64 KiB at a time into one buffer: what any server
+ * pays to receive such a body here, before doing anything with it; -1 on
+ * failure.  A sender thread, as the client is another process's. */
+static double tcp_transfer_ms(const char *p, size_t n, char *into)
+{
+  struct sockaddr_in sa;
+  socklen_t sl = sizeof sa;
+  struct tcp_probe t = {0, p, n};
+  pthread_t th;
+  double t0 = 0, ms = -1;
+  size_t got = 0;
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), fd;
+
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      listen(lfd, 1) != 0 ||
+      getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+    if (lfd >= 0)
+      close(lfd);
+    return -1;
+  }
+  t.port = ntohs(sa.sin_port);
+  if (pthread_create(&th, NULL, tcp_probe_send, &t) != 0) {
+    close(lfd);
+    return -1;
+  }
+  fd = accept(lfd, NULL, NULL);
+  while (fd >= 0 && got < n) {
+    ssize_t r = recv(fd, into + got, n - got < 65536 ? n - got : 65536, 0);
+    if (r <= 0)
+      break;
+    if (!got)
+      t0 = bench_now();
+    got += (size_t)r;
+  }
+  if (got == n)
+    ms = (bench_now() - t0) * 1e3;
+  if (fd >= 0)
+    close(fd);
+  close(lfd);
+  pthread_join(th, NULL);
+  return ms;
 }
 
 /* Decode a chunked body in place; -1 if it is malformed or incomplete. */
@@ -763,7 +836,7 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server,
   float *q = bench_alloc(per * 4), *k = bench_alloc(per * 4),
         *v = bench_alloc(per * 4), *out = bench_alloc(per * 4);
   struct bench_samples http = {0}, kern = {0}, sread = {0}, scomp = {0};
-  struct bench_samples searly = {0}, paced = {0}, pearly = {0};
+  struct bench_samples searly = {0}, paced = {0}, pearly = {0}, tcp = {0};
   /* CPU time per request: the server's threads, this (client) thread, and
    * the in-process run's threads.  The wall time of a request cannot fall
    * below (server + client CPU) / cores when both share the machine. */
@@ -848,6 +921,17 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server,
       http_resp_keep(&resp);
     }
   }
+  /* The transport alone, interleaved with nothing else: the body's bytes
+   * from one thread to another over loopback TCP. */
+  if (http.n && kern.n) {
+    char *into = malloc(blen);
+    for (r = 0; into && r < (g_opt.quick ? 2 : 5); r++) {
+      double ms = tcp_transfer_ms(body, blen, into);
+      if (ms > 0)
+        bench_samples_add(&tcp, ms);
+    }
+    free(into);
+  }
   /* The same request from a client on a 1 Gbit/s network: the upload
    * takes 0.8 s, and what the service adds is the time from the body's
    * last byte to the answer's (the computing that the upload could not
@@ -917,6 +1001,12 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server,
              floor_ms / bench_median(&kern), ideal_ms,
              ideal_ms / bench_median(&kern));
     }
+    if (tcp.n)
+      printf("   the body alone over loopback TCP (one thread to another, "
+             "nothing else done): %.1f ms [%.1f-%.1f] = %.0f%% of the "
+             "in-process kernel\n",
+             bench_median(&tcp), bench_min(&tcp), bench_max(&tcp),
+             100.0 * bench_median(&tcp) / bench_median(&kern));
     if (paced.n)
       printf("   uploaded at %.0f MB/s (a 1 Gbit/s network): the answer's "
              "last byte %.1f ms after the body's [%.1f-%.1f] (the kernel "
@@ -948,6 +1038,8 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server,
     }
     if (paced.n)
       res_num("paced_after_body_ms", bench_median(&paced));
+    if (tcp.n)
+      res_num("tcp_body_ms", bench_median(&tcp));
     if (uhttp.n) {
       res_num("unix_ms_median", bench_median(&uhttp));
       if (usread.n)
