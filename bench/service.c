@@ -229,6 +229,13 @@ static int send_all(int fd, const char *p, size_t n)
   return 0;
 }
 
+/* A result's median, when it was measured at all. */
+static void res_median(const char *key, const struct bench_samples *s)
+{
+  if (s->n)
+    res_num(key, bench_median(s));
+}
+
 /* Bytes per second at which http_do sends bodies (0: as fast as the
  * socket takes them): a client on a slower network. */
 static double g_pace;
@@ -1024,27 +1031,18 @@ static void http_attention(struct bench_pool *pool, int port, pid_t server,
     res_int("N", n);
     res_num("ms_median", bench_median(&http));
     res_num("kernel_ms_median", bench_median(&kern));
-    if (sread.n)
-      res_num("server_read_ms", bench_median(&sread));
-    if (scomp.n)
-      res_num("server_compute_ms", bench_median(&scomp));
-    if (searly.n)
-      res_num("server_early_done", bench_median(&searly));
-    if (cpu_srv.n) {
-      res_num("server_cpu_ms", bench_median(&cpu_srv));
-      res_num("client_cpu_ms", bench_median(&cpu_cli));
-      res_num("kernel_cpu_ms", bench_median(&cpu_kern));
+    res_median("server_read_ms", &sread);
+    res_median("server_compute_ms", &scomp);
+    res_median("server_early_done", &searly);
+    res_median("server_cpu_ms", &cpu_srv);
+    res_median("client_cpu_ms", &cpu_cli);
+    res_median("kernel_cpu_ms", &cpu_kern);
+    if (cpu_srv.n)
       res_int("cores", ncpu);
-    }
-    if (paced.n)
-      res_num("paced_after_body_ms", bench_median(&paced));
-    if (tcp.n)
-      res_num("tcp_body_ms", bench_median(&tcp));
-    if (uhttp.n) {
-      res_num("unix_ms_median", bench_median(&uhttp));
-      if (usread.n)
-        res_num("unix_server_read_ms", bench_median(&usread));
-    }
+    res_median("paced_after_body_ms", &paced);
+    res_median("tcp_body_ms", &tcp);
+    res_median("unix_ms_median", &uhttp);
+    res_median("unix_server_read_ms", &usread);
     res_end();
   }
 out:
