@@ -10,6 +10,9 @@
  *   - pool threads run work items: they claim pieces of the current job from
  *     the task's atomic counter, and the one that finishes the call's last
  *     piece runs the `complete` step;
+ *   - for a call submitted while its body arrives (a gated call), the HTTP
+ *     thread reports bytes with srv_work_gate_advance, which may append the
+ *     task to g_poked and wake the loop to queue its items again;
  *   - a timer on the loop thread returns idle blocks of util/buf.c's cache
  *     of large buffers (srv_mem_trim).
  * Lock order: g_lock is a leaf (nothing else is locked while holding it).
