@@ -37,9 +37,17 @@ run_suite() {
 run_suite unit "$build/tests/run"
 run_suite unit-avx2 env AB_ISA=avx2 "$build/tests/run"
 run_suite unit-ref env AB_ISA=ref "$build/tests/run"
-[ -x "$build/tests/run-server" ] && run_suite server "$build/tests/run-server"
+# The server and HTTP suites run with the best kernels, then again on the
+# scalar reference (the servers they start inherit AB_ISA): every answer the
+# service gives is checked with both, the fastest and the slowest variant.
+if [ -x "$build/tests/run-server" ]; then
+  run_suite server "$build/tests/run-server"
+  run_suite server-ref env AB_ISA=ref "$build/tests/run-server"
+fi
 if [ -x "$build/attnbiasd" ] && [ -f tests/http/run.py ]; then
   run_suite http "$python" tests/http/run.py --server "$build/attnbiasd"
+  run_suite http-ref env AB_ISA=ref "$python" tests/http/run.py \
+    --server "$build/attnbiasd"
 fi
 echo "total: $passed passed, $failed failed"
 exit $status
