@@ -21,12 +21,6 @@
  * buckets are saturated or computed directly (see bias-internal.h). */
 #define T5_LUT_MAX ((int64_t)1 << 16)
 
-/* Tables of at least this many bytes are written with non-temporal stores:
- * half the 32 MiB L3 of the reference machine (BENCH.md), past which the
- * table cannot stay cached for its reader anyway and the read-for-ownership
- * traffic of ordinary stores only costs bandwidth. */
-#define STREAM_BYTES ((int64_t)16 << 20)
-
 /* Rows per job piece are chosen so a piece writes about this many bytes:
  * large enough to amortise the per-piece work, small enough to balance
  * two threads on a 4096-row table. */
@@ -1010,7 +1004,7 @@ enum ab_status ab_bias_table_job(const struct ab_bias_params *p,
   c->buckets = buckets;
   c->k = &ab__kernels()->bias;
   bytes = (bias ? total : 0) * 4 + (buckets ? cells : 0) * 4;
-  c->stream = bytes >= STREAM_BYTES;
+  c->stream = bytes >= AB__STREAM_BYTES;
   c->per_head = p->method != AB_BIAS_FIRE;
   row_bytes = g->k_len * 4 * (c->per_head ? 1 : H);
   c->rows_per_block = ab__max64(1, PIECE_BYTES / row_bytes);

@@ -3,6 +3,7 @@
  * (spec: methods.md 1, 2; README decisions "sinusoidal", "integer /
  * binary", "learned absolute"). */
 #include "ab-internal.h"
+#include "kernels/kernels.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -124,39 +125,80 @@ static enum ab_status check_positions(const struct ab_encoding_params *p,
 
 /* ==== the encodings ===================================================== */
 
-/* Sinusoidal rows.  Angles p * freq and their sine/cosine are evaluated in
- * double and rounded once to float, as the README decides. */
+/* Frequencies of the sinusoidal pairs k0 .. k0+kn-1, in double. */
+static void sin_freqs(const struct ab_encoding_params *p, int64_t k0,
+                      int64_t kn, double *freq)
+{
+  const int64_t half = p->dim / 2;
+  const double ln_base = log(p->base);
+  int64_t k;
+
+  for (k = 0; k < kn; k++) {
+    const double kk = (double)(k0 + k);
+    if (p->layout == AB_SIN_T2T) /* fairseq: exp(-k ln(base)/(d/2-1)) */
+      freq[k] = exp(-kk * (ln_base / (double)(half - 1)));
+    else /* paper: base^(-2k/d) */
+      freq[k] = pow(p->base, -2.0 * kk / (double)p->dim);
+  }
+}
+
+/* pairs = s0 c0 s1 c1 ...  The main loop's trip count is a multiple of 4,
+ * which lets the compiler's cheapest vectoriser (-O2) interleave whole
+ * vectors; the rest goes one pair at a time. */
+static void interleave(float *restrict pairs, const float *restrict s,
+                       const float *restrict c, int64_t n)
+{
+  const int64_t m = n & ~(int64_t)3;
+  int64_t k;
+
+  for (k = 0; k < m; k++) {
+    pairs[2 * k] = s[k];
+    pairs[2 * k + 1] = c[k];
+  }
+  for (; k < n; k++) {
+    pairs[2 * k] = s[k];
+    pairs[2 * k + 1] = c[k];
+  }
+}
+
+/* Sinusoidal rows.  The angle p * freq of a cell is formed in double, its
+ * sine and cosine are evaluated in double and rounded once to float, as the
+ * README decides: the kernel table's rope.sincos does that for a run of
+ * angles (libm in the reference; in the SIMD variants a Cody-Waite
+ * reduction and a polynomial in double, with libm past 1e9 rad).  Each
+ * tile's values are then placed in the row (interleaved pairs or the two
+ * halves) with the table writer, streaming when asked. */
 static void sinusoidal(const struct ab_encoding_params *p,
-                       const double *positions, int64_t n, float *out)
+                       const double *positions, int64_t n, float *out,
+                       const double *freqs, const struct ab__kernels *K,
+                       int stream)
 {
   const int64_t d = p->dim;
   const int64_t half = d / 2;
-  /* Pair k's sine sits at column k * pair_stride and its cosine cos_off
-   * columns further, per layout. */
   const int interleaved = p->layout == AB_SIN_INTERLEAVED;
-  const int64_t cos_off = interleaved ? 1 : half;
-  const int64_t pair_stride = interleaved ? 2 : 1;
-  const double ln_base = log(p->base);
-  double freq[FREQ_TILE];
+  double tile[FREQ_TILE], theta[FREQ_TILE];
+  float c[FREQ_TILE], s[FREQ_TILE], pairs[2 * FREQ_TILE];
   int64_t k0, k, t;
 
   for (k0 = 0; k0 < half; k0 += FREQ_TILE) {
     const int64_t kn = ab__min64(FREQ_TILE, half - k0);
-    for (k = 0; k < kn; k++) {
-      const double kk = (double)(k0 + k);
-      if (p->layout == AB_SIN_T2T) /* fairseq: exp(-k ln(base)/(d/2-1)) */
-        freq[k] = exp(-kk * (ln_base / (double)(half - 1)));
-      else /* paper: base^(-2k/d) */
-        freq[k] = pow(p->base, -2.0 * kk / (double)d);
-    }
+    const double *freq = freqs ? freqs + k0 : tile;
+
+    if (!freqs)
+      sin_freqs(p, k0, kn, tile);
     for (t = 0; t < n; t++) {
       float *row = out + t * d;
       const double pos = positions[t];
-      for (k = 0; k < kn; k++) {
-        const double a = pos * freq[k];
-        const int64_t c = (k0 + k) * pair_stride;
-        row[c] = (float)sin(a);
-        row[c + cos_off] = (float)cos(a);
+
+      for (k = 0; k < kn; k++)
+        theta[k] = pos * freq[k];
+      K->rope.sincos(c, s, theta, kn);
+      if (interleaved) {
+        interleave(pairs, s, c, kn);
+        K->bias.table_copy(row + 2 * k0, pairs, 2 * kn, stream);
+      } else {
+        K->bias.table_copy(row + k0, s, kn, stream);
+        K->bias.table_copy(row + half + k0, c, kn, stream);
       }
     }
   }
@@ -166,31 +208,39 @@ static void sinusoidal(const struct ab_encoding_params *p,
       out[t * d + d - 1] = 0.0f;
 }
 
+/* Rows of the table; a float32 table with unit column stride is copied
+ * row by row with the table writer. */
 static void learned(const struct ab_encoding_params *p,
-                    const double *positions, int64_t n, float *out)
+                    const double *positions, int64_t n, float *out,
+                    const struct ab__kernels *K, int stream)
 {
   const struct ab_tensor *tb = p->table;
+  const int direct = tb->dtype == AB_DTYPE_F32 && tb->stride[1] == 1;
   int64_t t, c;
 
   for (t = 0; t < n; t++) {
     const int64_t row = (int64_t)positions[t] + p->offset; /* validated */
     const int64_t base = row * tb->stride[0];
+    float *o = out + t * p->dim;
+
+    if (direct) {
+      K->bias.table_copy(o, (const float *)tb->data + base, p->dim, stream);
+      continue;
+    }
     for (c = 0; c < p->dim; c++)
-      out[t * p->dim + c] =
-          ab__load_f32(tb->data, tb->dtype, base + c * tb->stride[1]);
+      o[c] = ab__load_f32(tb->data, tb->dtype, base + c * tb->stride[1]);
   }
 }
 
 static void integer(const struct ab_encoding_params *p,
-                    const double *positions, int64_t n, float *out)
+                    const double *positions, int64_t n, float *out,
+                    const struct ab__kernels *K, int stream)
 {
-  int64_t t, c;
+  int64_t t;
 
-  for (t = 0; t < n; t++) {
-    const float v = (float)(positions[t] / p->normalize);
-    for (c = 0; c < p->dim; c++)
-      out[t * p->dim + c] = v;
-  }
+  for (t = 0; t < n; t++)
+    K->bias.table_fill(out + t * p->dim, p->dim,
+                       (float)(positions[t] / p->normalize), stream);
 }
 
 static void binary(const struct ab_encoding_params *p,
@@ -270,26 +320,46 @@ static enum ab_status check_all(const struct ab_encoding_params *p,
   return check_positions(p, positions, n, rows);
 }
 
-/* Rows [t0, t1) of the encoding into out (row t0 first); validated. */
+/* Rows [t0, t1) of the encoding into out (row t0 first); validated.
+ * freqs: the sinusoidal frequencies (sin_freqs of every pair), or NULL to
+ * compute them per tile.  stream: non-temporal stores where aligned (the
+ * caller fences). */
 static void fill_rows(const struct ab_encoding_params *p,
                       const double *positions, int64_t t0, int64_t t1,
-                      float *out)
+                      float *out, const double *freqs, int stream)
 {
+  const struct ab__kernels *K = ab__kernels();
+
+  positions += t0;
   switch (p->method) {
-  case AB_ENC_SINUSOIDAL: sinusoidal(p, positions + t0, t1 - t0, out); break;
-  case AB_ENC_LEARNED: learned(p, positions + t0, t1 - t0, out); break;
-  case AB_ENC_INTEGER: integer(p, positions + t0, t1 - t0, out); break;
-  case AB_ENC_BINARY: binary(p, positions + t0, t1 - t0, out); break;
+  case AB_ENC_SINUSOIDAL:
+    sinusoidal(p, positions, t1 - t0, out, freqs, K, stream);
+    break;
+  case AB_ENC_LEARNED: learned(p, positions, t1 - t0, out, K, stream); break;
+  case AB_ENC_INTEGER: integer(p, positions, t1 - t0, out, K, stream); break;
+  case AB_ENC_BINARY: binary(p, positions, t1 - t0, out); break;
   }
+}
+
+/* Whether an output of rows x dim floats is streamed (AB__STREAM_BYTES);
+ * dim * rows is known not to overflow. */
+static int stream_rows(int64_t rows, int64_t dim)
+{
+  return rows * dim >= AB__STREAM_BYTES / (int64_t)sizeof(float);
 }
 
 enum ab_status ab_encoding(const struct ab_encoding_params *p,
                            const double *positions, int64_t n, float *out)
 {
   enum ab_status st = check_all(p, positions, n, out);
+  int stream;
 
-  if (st == AB_STATUS_OK)
-    fill_rows(p, positions, 0, n, out);
+  if (st != AB_STATUS_OK)
+    return st;
+  stream = stream_rows(n, p->dim);
+  fill_rows(p, positions, 0, n, out, NULL, stream);
+  if (stream)
+    ab__kernels()->bias.store_fence();
   return st;
 }
 
@@ -301,17 +371,26 @@ struct enc_job {
   int64_t n, rows, rows_per_piece; /* n positions; rows of out */
   const struct ab_tensor *x; /* NULL: out is the encoding itself */
   float *out;
+  int stream;                /* out is written with non-temporal stores */
+  const double *freqs; /* sinusoidal: every pair's frequency (after ctx) */
   /* With x: a piece is a block of pos_block positions for lead_block of
    * the x's lead = rows / n leading rows (batch entries). */
   int64_t lead, pos_block, lead_block, npos_blocks;
 };
 
-/* x's row r (of the flattened leading dims x n) plus enc, into out. */
-static void add_row(const struct enc_job *ej, int64_t r, const float *enc)
+/* Columns of a row that add_row sums on the stack before streaming them. */
+#define ADD_CHUNK 512
+
+/* x's row r (of the flattened leading dims x n) plus enc, into out: summed
+ * in place, or a chunk at a time on the stack and streamed from there. */
+static void add_row(const struct enc_job *ej, const struct ab__kernels *K,
+                    int64_t r, const float *enc)
 {
   const struct ab_tensor *x = ej->x;
-  int64_t idx[AB_MAX_DIMS] = {0, 0, 0, 0}, rem = r, off, c;
-  float *o = ej->out + r * ej->p.dim;
+  const int64_t dim = ej->p.dim, cs = x->stride[x->ndim - 1];
+  const int direct = x->dtype == AB_DTYPE_F32 && cs == 1;
+  int64_t idx[AB_MAX_DIMS] = {0, 0, 0, 0}, rem = r, off, c0, c;
+  float *o = ej->out + r * dim, sum[ADD_CHUNK];
   int d;
 
   /* Multi-index of row r over x's leading dims (the last is channels). */
@@ -320,9 +399,22 @@ static void add_row(const struct enc_job *ej, int64_t r, const float *enc)
     rem /= x->shape[d];
   }
   off = ab__tensor_offset(x, idx);
-  for (c = 0; c < ej->p.dim; c++)
-    o[c] = ab__load_f32(x->data, x->dtype, off + c * x->stride[x->ndim - 1]) +
-           enc[c];
+  for (c0 = 0; c0 < dim; c0 += ADD_CHUNK) {
+    const int64_t len = ab__min64(ADD_CHUNK, dim - c0);
+    float *dst = ej->stream ? sum : o + c0;
+    const float *e = enc + c0;
+
+    if (direct) {
+      const float *xs = (const float *)x->data + off + c0;
+      for (c = 0; c < len; c++)
+        dst[c] = xs[c] + e[c];
+    } else {
+      for (c = 0; c < len; c++)
+        dst[c] = ab__load_f32(x->data, x->dtype, off + (c0 + c) * cs) + e[c];
+    }
+    if (ej->stream)
+      K->bias.table_copy(o + c0, sum, len, 1);
+  }
 }
 
 /* One piece.  Without x: output rows [r0, r1) of the encoding.  With x:
@@ -337,20 +429,26 @@ static enum ab_status enc_run(const struct ab_job *job, int64_t piece,
   int64_t r0, r1, t0, t1, l0, l1, l, t;
   float *enc = scratch;
 
+  const struct ab__kernels *K = ab__kernels();
+
   if (!ej->x) {
     r0 = piece * ej->rows_per_piece;
     r1 = ab__min64(r0 + ej->rows_per_piece, ej->rows);
-    fill_rows(&ej->p, ej->positions, r0, r1, ej->out + r0 * ej->p.dim);
-    return AB_STATUS_OK;
+    fill_rows(&ej->p, ej->positions, r0, r1, ej->out + r0 * ej->p.dim,
+              ej->freqs, ej->stream);
+  } else {
+    t0 = piece % ej->npos_blocks * ej->pos_block;
+    t1 = ab__min64(t0 + ej->pos_block, ej->n);
+    l0 = piece / ej->npos_blocks * ej->lead_block;
+    l1 = ab__min64(l0 + ej->lead_block, ej->lead);
+    fill_rows(&ej->p, ej->positions, t0, t1, enc, ej->freqs, 0); /* scratch */
+    for (l = l0; l < l1; l++)
+      for (t = t0; t < t1; t++)
+        add_row(ej, K, l * ej->n + t, enc + (t - t0) * ej->p.dim);
   }
-  t0 = piece % ej->npos_blocks * ej->pos_block;
-  t1 = ab__min64(t0 + ej->pos_block, ej->n);
-  l0 = piece / ej->npos_blocks * ej->lead_block;
-  l1 = ab__min64(l0 + ej->lead_block, ej->lead);
-  fill_rows(&ej->p, ej->positions, t0, t1, enc);
-  for (l = l0; l < l1; l++)
-    for (t = t0; t < t1; t++)
-      add_row(ej, l * ej->n + t, enc + (t - t0) * ej->p.dim);
+  /* This thread's streaming stores are ordered before the piece ends. */
+  if (ej->stream)
+    K->bias.store_fence();
   return AB_STATUS_OK;
 }
 
@@ -361,7 +459,7 @@ enum ab_status ab_encoding_job(const struct ab_encoding_params *p,
 {
   struct enc_job *ej;
   enum ab_status st;
-  int64_t rows = n;
+  int64_t rows = n, nfreq = 0;
 
   if (!job)
     return ab__fail(AB_STATUS_INVALID_ARG, "job", "job is NULL");
@@ -384,15 +482,26 @@ enum ab_status ab_encoding_job(const struct ab_encoding_params *p,
                       (long long)p->dim);
     rows = ab_tensor_numel(x) / p->dim;
   }
-  if ((st = ab__job_new(sizeof *ej, job)) != AB_STATUS_OK)
+  /* The sinusoidal frequencies follow the context: computed once here
+   * rather than per piece (one pow per pair, as much as a row's sines). */
+  if (p->method == AB_ENC_SINUSOIDAL)
+    nfreq = p->dim / 2;
+  if ((st = ab__job_new(sizeof *ej + (size_t)nfreq * sizeof(double), job)) !=
+      AB_STATUS_OK)
     return st;
   ej = (*job)->ctx;
+  if (nfreq) {
+    double *freqs = (double *)(ej + 1);
+    sin_freqs(p, 0, nfreq, freqs);
+    ej->freqs = freqs;
+  }
   ej->p = *p;
   ej->positions = positions;
   ej->n = n;
   ej->rows = rows;
   ej->x = x;
   ej->out = out;
+  ej->stream = stream_rows(rows, p->dim);
   /* About 64 KiB of output per piece: enough to amortise the hand-off,
    * small enough to spread a table over every thread. */
   ej->rows_per_piece = ab__max64(1, 16384 / p->dim);

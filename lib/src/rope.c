@@ -24,10 +24,6 @@
  * ROPE_APPLY_MIN_PIECES pieces so that a pool still balances them. */
 #define ROPE_APPLY_PIECE_BYTES (256 * 1024)
 #define ROPE_APPLY_MIN_PIECES 16
-/* Outputs at least this large are streamed past the cache (non-temporal
- * stores): they cannot stay in the 32 MiB L3 anyway, and streaming saves
- * the read-for-ownership of every output line. */
-#define ROPE_NT_BYTES ((int64_t)16 << 20)
 /* Bounds head_dim so that every derived size stays far from overflow. */
 #define ROPE_MAX_HEAD_DIM ((int64_t)1 << 20)
 
@@ -1174,7 +1170,7 @@ enum ab_status ab_rope_apply_job(const struct ab_rope_params *p,
    * separate output.  In place every line was just read, so it is already
    * owned; a streaming store would only evict it (slower on Zen 4). */
   cx->nt = out != x->data &&
-           rows * dim * (int64_t)sizeof(float) >= ROPE_NT_BYTES;
+           rows * dim * (int64_t)sizeof(float) >= AB__STREAM_BYTES;
   /* Rows are read in place when they already are float32 rows. */
   cx->direct = x->dtype == AB_DTYPE_F32 && x->stride[nd - 1] == 1;
   cx->rows_per_piece = ab__max64(

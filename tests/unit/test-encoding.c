@@ -587,3 +587,124 @@ TEST(encoding_job_many_pieces)
   CHECK_ARRAY(out, want, N * D, 1e-5, 1e-6);
   return 0;
 }
+
+/* ---- outputs past the cache (written with streaming stores) ------------ */
+
+/* Max |got - want| / max(1, |want|) over rows 0..3, n/2 and n-1 entirely
+ * and `extra` random cells, want from ref (methods.md 1). */
+static double sampled_err(const float *got, const double *pos, int64_t n,
+                          int64_t d, double (*ref)(double, int64_t, int64_t,
+                                                   double),
+                          const float *x, int extra)
+{
+  const int64_t rows[6] = {0, 1, 2, 3, n / 2, n - 1};
+  double err = 0;
+  int64_t i, c;
+
+  for (i = 0; i < 6 + extra; i++) {
+    int64_t t = i < 6 ? rows[i] : (int64_t)test_uniform(0, (double)n);
+    int64_t c0 = i < 6 ? 0 : (int64_t)test_uniform(0, (double)d);
+    int64_t c1 = i < 6 ? d : c0 + 1;
+
+    if (t >= n)
+      t = n - 1;
+    for (c = c0; c < c1 && c < d; c++) {
+      double want = ref(pos[t], c, d, 1e4) + (x ? (double)x[t * d + c] : 0.0);
+      err = fmax(err, fabs(want - (double)got[t * d + c]) / fmax(1.0, fabs(want)));
+    }
+  }
+  return err;
+}
+
+/* Outputs of 16 MiB and more take the streaming path.  Rows of 2050
+ * floats start at every 8-byte offset of a cache line, and one output is
+ * itself 4 bytes off: every layout, by one call and as a job (pieces in
+ * reverse), against float64; the two must agree bit for bit.  Then the
+ * learned table's direct copy, the integer fill, and x + PE with float32 x
+ * of the same size. */
+TEST(encoding_large_outputs_stream)
+{
+  enum { N = 2100, D = 2050 };
+  const size_t cells = (size_t)N * D;
+  static const enum ab_sin_layout layouts[3] = {
+      AB_SIN_INTERLEAVED, AB_SIN_CONCAT, AB_SIN_T2T};
+  double (*refs[3])(double, int64_t, int64_t, double) = {
+      ref_interleaved, ref_concat, ref_t2t};
+  float *a = malloc((cells + 1) * sizeof *a), *b = malloc(cells * sizeof *b);
+  float *x = malloc(cells * sizeof *x);
+  double *pos = malloc(N * sizeof *pos);
+  struct ab_encoding_params p;
+  struct ab_tensor tt, tx;
+  const int64_t tshape[2] = {N, D}, xshape[3] = {1, N, D};
+  ab_job_t *job = NULL;
+  int64_t t, k;
+  size_t i;
+  int l;
+
+  CHECK(a && b && x && pos);
+  CHECK(cells * sizeof(float) >= ((size_t)16 << 20));
+  test_seed(5);
+  for (t = 0; t < N; t++)
+    pos[t] = t < N / 2 ? (double)t : test_uniform(-3e4, 3e4);
+  for (l = 0; l < 3; l++) {
+    float *one = l == 1 ? a + 1 : a; /* 4 bytes off a line */
+
+    ab_encoding_params_init(&p);
+    p.dim = D;
+    p.layout = layouts[l];
+    CHECK_OK(ab_encoding(&p, pos, N, one));
+    if (sampled_err(one, pos, N, D, refs[l], NULL, 20000) > 1e-6)
+      FAIL_AT("layout %d: ab_encoding off by %g", l,
+              sampled_err(one, pos, N, D, refs[l], NULL, 20000));
+    CHECK_OK(ab_encoding_job(&p, pos, N, NULL, b, &job));
+    for (k = ab_job_pieces(job) - 1; k >= 0; k--)
+      CHECK_OK(ab_job_run(job, k, NULL));
+    ab_job_free(job);
+    if (memcmp(one, b, cells * sizeof *b) != 0)
+      FAIL_AT("layout %d: the job and the single call differ", l);
+  }
+
+  /* learned: row t is table row pos + offset, exactly. */
+  for (i = 0; i < cells; i++)
+    x[i] = (float)test_uniform(-2, 2);
+  for (t = 0; t < N; t++)
+    pos[t] = (double)((t * 7) % N) - 3.0;
+  CHECK_OK(ab_tensor_init(&tt, x, AB_DTYPE_F32, 2, tshape));
+  ab_encoding_params_init(&p);
+  p.method = AB_ENC_LEARNED;
+  p.dim = D;
+  p.table = &tt;
+  p.offset = 3;
+  CHECK_OK(ab_encoding_job(&p, pos, N, NULL, b, &job));
+  CHECK_OK(ab_job_run_all(job));
+  ab_job_free(job);
+  for (t = 0; t < N; t++)
+    if (memcmp(b + t * D, x + ((t * 7) % N) * D, D * sizeof *b) != 0)
+      FAIL_AT("learned row %lld is not table row %lld", (long long)t,
+              (long long)((t * 7) % N));
+
+  /* integer: every cell of row t is pos / normalize. */
+  p.method = AB_ENC_INTEGER;
+  p.table = NULL;
+  p.normalize = 4.0;
+  CHECK_OK(ab_encoding(&p, pos, N, a + 1));
+  for (i = 0; i < cells; i++)
+    if (a[1 + i] != (float)(pos[i / D] / 4.0))
+      FAIL_AT("integer cell %zu is %g", i, (double)a[1 + i]);
+
+  /* x + PE, x float32 [1, N, D]. */
+  for (t = 0; t < N; t++)
+    pos[t] = (double)t * 0.5;
+  CHECK_OK(ab_tensor_init(&tx, x, AB_DTYPE_F32, 3, xshape));
+  ab_encoding_params_init(&p);
+  p.dim = D;
+  CHECK_OK(ab_encoding_job(&p, pos, N, &tx, b, &job));
+  for (k = ab_job_pieces(job) - 1; k >= 0; k--)
+    CHECK_OK(ab_job_run(job, k, NULL));
+  ab_job_free(job);
+  if (sampled_err(b, pos, N, D, ref_interleaved, x, 20000) > 2e-6)
+    FAIL_AT("x + PE off by %g",
+            sampled_err(b, pos, N, D, ref_interleaved, x, 20000));
+  free(a), free(b), free(x), free(pos);
+  return 0;
+}
