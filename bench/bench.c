@@ -6,7 +6,8 @@
  * torch as a peer.  Prints one table on stdout as it goes and writes
  * results.json (shape documented in bench/README.md).
  *
- *   bench [--threads N] [--quick] [--only attention,rope,bias,codec,service]
+ *   bench [--threads N] [--quick]
+ *         [--only attention,rope,bias,encoding,codec,service]
  *         [--out FILE] [--server attnbiasd] [--bare bare-server]
  *         [--torch torch_bench.py] [--lua post.lua] [--python PY]
  *         [--http-seconds S]
@@ -104,7 +105,7 @@ static void usage(FILE *f)
           "             [--server attnbiasd] [--bare bare-server]\n"
           "             [--torch torch_bench.py] [--lua post.lua]\n"
           "             [--python PY] [--http-seconds S]\n"
-          "LIST: comma-separated of attention,rope,bias,codec,service "
+          "LIST: comma-separated of attention,rope,bias,encoding,codec,service "
           "(none: probes only)\n"
           "env: BENCH_QUICK=1, BENCH_THREADS=N, BENCH_ONLY=LIST\n");
 }
@@ -160,8 +161,9 @@ static void parse_opts(int argc, char **argv)
 #undef TAKE
   }
   if (g_opt.only) {
-    static const char *const known[] = {"attention", "rope", "bias", "codec",
-                                        "service", "none"};
+    static const char *const known[] = {"attention", "rope",    "bias",
+                                        "encoding",  "codec",   "service",
+                                        "none"};
     const char *p = g_opt.only;
 
     /* A typo would silently skip everything: name it instead. */
@@ -418,6 +420,8 @@ int main(int argc, char **argv)
   peer_stop();
   if (bench_want("bias"))
     bench_bias(pool);
+  if (bench_want("encoding"))
+    bench_encoding(pool);
   if (bench_want("codec"))
     bench_codec();
   if (bench_want("service"))

@@ -160,6 +160,7 @@ void peer_stop(void);
 void bench_attention(struct bench_pool *pool);
 void bench_rope(struct bench_pool *pool);
 void bench_bias(struct bench_pool *pool);
+void bench_encoding(struct bench_pool *pool);
 void bench_codec(void);
 void bench_service(struct bench_pool *pool);
 

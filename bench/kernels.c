@@ -691,6 +691,7 @@ void bench_rope(struct bench_pool *pool)
     res_int("N", n);
     res_num("gbs", gbs);
     res_pct("pct_triad", gbs, BENCH_CEIL_TRIAD);
+    res_num("pct_triad_round", 100.0 * gbs / bench_median(&probe));
     res_num("pct_rw_stream_round", 100.0 * gbs / bench_median(&rwprobe));
     res_end();
   }
@@ -836,6 +837,7 @@ void bench_bias(struct bench_pool *pool)
     res_str("method", i ? "t5" : "alibi");
     res_num("gbs", gbs);
     res_pct("pct_nt_store", gbs, BENCH_CEIL_NT);
+    res_num("pct_nt_store_round", 100.0 * gbs / bench_median(&probe));
     res_num("pct_nt_write_stream_round", 100.0 * gbs / bench_median(&wprobe));
     res_end();
   }
@@ -846,5 +848,171 @@ void bench_bias(struct bench_pool *pool)
 out:
   free(out);
   free(tab);
+  free(block);
+}
+
+/* ==== absolute encodings ================================================= */
+
+struct enc_var {
+  const char *method, *layout;
+  struct ab_encoding_params p;
+  int with_x; /* out = x + PE: reads x as well */
+  struct bench_samples ms;
+  double err;
+  int failed;
+};
+
+/* Sinusoidal PE(t, c) in float64 (methods.md 1): pair k has frequency
+ * base^(-2k/d); interleaved puts its sine at 2k and cosine at 2k+1, concat
+ * at k and d/2 + k. */
+static double enc_ref(int64_t t, int64_t c, int64_t d, int concat)
+{
+  int64_t k = concat ? c % (d / 2) : c / 2;
+  int cosine = concat ? c >= d / 2 : c & 1;
+  double a = (double)t * pow(10000.0, -2.0 * (double)k / (double)d);
+
+  return cosine ? cos(a) : sin(a);
+}
+
+void bench_encoding(struct bench_pool *pool)
+{
+  const int64_t n = g_opt.quick ? 4096 : 32768, d = 2048;
+  const size_t cells = (size_t)n * (size_t)d;
+  float *out = bench_alloc(cells * 4), *x = bench_alloc(cells * 4);
+  float *table = bench_alloc(cells * 4);
+  double *pos = bench_alloc((size_t)n * sizeof *pos);
+  float *block = bench_alloc((size_t)STREAM_BLOCK * 4);
+  int64_t shape[2] = {n, d}, xshape[3] = {1, n, d};
+  struct ab_tensor ttab, tx;
+  struct enc_var var[4];
+  struct bench_samples probe = {0}, wprobe = {0};
+  struct stream_probe wr = {out, block, (int64_t)cells, 0};
+  int i, r, s, reps = g_opt.quick ? 2 : 7;
+  uint64_t st = 777;
+
+  bench_section("absolute encodings [%lld, %lld] fp32 (GB/s moved; %% of "
+                "NT-store bandwidth)",
+                (long long)n, (long long)d);
+  bench_fill(table, cells, 31, 1.0f);
+  bench_fill(x, cells, 32, 1.0f);
+  for (s = 0; s < STREAM_BLOCK; s++)
+    block[s] = -1.0f - (float)(s & 255);
+  for (i = 0; i < n; i++)
+    pos[i] = (double)i;
+  if (ab_tensor_init(&ttab, table, AB_DTYPE_F32, 2, shape) ||
+      ab_tensor_init(&tx, x, AB_DTYPE_F32, 3, xshape)) {
+    bench_skip("encodings", "cannot describe the inputs: %s",
+               ab_last_error()->msg);
+    goto out;
+  }
+  for (i = 0; i < 4; i++) {
+    struct enc_var *v = &var[i];
+
+    memset(v, 0, sizeof *v);
+    v->err = -1;
+    ab_encoding_params_init(&v->p);
+    v->p.dim = d;
+    v->method = "sinusoidal";
+    v->layout = "interleaved";
+  }
+  var[1].p.layout = AB_SIN_CONCAT;
+  var[1].layout = "concat";
+  var[2].with_x = 1;
+  var[2].layout = "interleaved+x";
+  var[3].p.method = AB_ENC_LEARNED;
+  var[3].p.table = &ttab;
+  var[3].method = "learned";
+  var[3].layout = "-";
+  printf("   GB/s: bytes written (x + PE: bytes of x read and of the output "
+         "written); %%NT-write: of a\n   non-temporal write-only stream over "
+         "the same output in the same rounds\n");
+  printf("   method     layout            ms median [min-max]     GB/s  "
+         "%%NT-store %%round %%NT-write  check\n");
+
+  for (r = -1; r < reps; r++) { /* r = -1: warm-up and check */
+    if (r >= 0) {
+      bench_samples_add(&probe, bench_probe_triad_once(pool, 1));
+      bench_samples_add(&wprobe, stream_once(pool, &wr));
+    }
+    for (i = 0; i < 4; i++) {
+      struct enc_var *v = &var[i];
+      ab_job_t *job = NULL;
+      enum ab_status est;
+      double t0;
+
+      if (v->failed)
+        continue;
+      t0 = bench_now();
+      est = ab_encoding_job(&v->p, pos, n, v->with_x ? &tx : NULL, out, &job);
+      if (est == AB_STATUS_OK) {
+        est = bench_pool_job(pool, job);
+        ab_job_free(job);
+      }
+      if (est != AB_STATUS_OK) {
+        printf("  encoding %s/%s failed: %s: %s (%s)\n", v->method, v->layout,
+               ab_status_str(est), ab_last_error()->arg, ab_last_error()->msg);
+        v->failed = 1;
+        continue;
+      }
+      if (r >= 0) {
+        bench_samples_add(&v->ms, (bench_now() - t0) * 1e3);
+        continue;
+      }
+      /* 256 random cells against float64 (relative to max(1, |want|)). */
+      v->err = 0;
+      for (s = 0; s < 256; s++) {
+        int64_t t, c;
+        size_t at;
+        double want;
+
+        st ^= st << 13;
+        st ^= st >> 7;
+        st ^= st << 17;
+        t = (int64_t)(st % (uint64_t)n);
+        c = (int64_t)((st >> 32) % (uint64_t)d);
+        at = (size_t)t * (size_t)d + (size_t)c;
+        want = v->p.method == AB_ENC_LEARNED
+                   ? table[at]
+                   : enc_ref(t, c, d, v->p.layout == AB_SIN_CONCAT) +
+                         (v->with_x ? x[at] : 0.0);
+        v->err = fmax(v->err, fabs(want - out[at]) / fmax(1.0, fabs(want)));
+      }
+    }
+  }
+  for (i = 0; i < 4; i++) {
+    struct enc_var *v = &var[i];
+    double med = bench_median(&v->ms), gbs;
+
+    if (v->ms.n == 0)
+      continue;
+    gbs = (double)cells * (v->with_x ? 8.0 : 4.0) / (med * 1e-3) * 1e-9;
+    printf("   %-10s %-14s %8.2f [%.2f-%.2f] %8.1f %8.1f%% %6.1f%% %8.1f%%",
+           v->method, v->layout, med, bench_min(&v->ms), bench_max(&v->ms),
+           gbs, 100.0 * gbs / bench_ceiling_now(BENCH_CEIL_NT),
+           100.0 * gbs / bench_median(&probe),
+           100.0 * gbs / bench_median(&wprobe));
+    print_err_note(v->err, 1e-5);
+    printf("\n");
+    res_begin("encoding");
+    res_str("method", v->method);
+    res_str("layout", v->layout);
+    res_int("N", (int)n);
+    res_int("dim", (int)d);
+    res_num("ms_median", med);
+    res_num("gbs", gbs);
+    res_pct("pct_nt_store", gbs, BENCH_CEIL_NT);
+    res_num("pct_nt_store_round", 100.0 * gbs / bench_median(&probe));
+    res_num("pct_nt_write_stream_round", 100.0 * gbs / bench_median(&wprobe));
+    res_end();
+  }
+  if (probe.n)
+    printf("   (NT-store triad probe, same rounds: %.1f GB/s; NT write-only: "
+           "%.1f GB/s)\n",
+           bench_median(&probe), bench_median(&wprobe));
+out:
+  free(out);
+  free(x);
+  free(table);
+  free(pos);
   free(block);
 }
