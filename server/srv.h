@@ -39,6 +39,10 @@ struct srv_err {
   char allow[32];       /* Allow header (405), "" : none */
 };
 
+/* src (NULL: "") into dst of cap >= 1 bytes, cut to fit, NUL-terminated:
+ * the copy that request paths make many times (no printf). */
+void srv_strcpy(char *dst, size_t cap, const char *src);
+
 /* Set e (http status, field pointer or NULL, printf detail); slug and title
  * follow from the status unless srv_err_slug overrides.  Returns -1 so
  * callers can `return srv_fail(...)`. */

@@ -81,7 +81,7 @@ void srv_pctx_child(const struct srv_pctx *pc, const char *name,
 const char *srv_pctx_ptr(const struct srv_pctx *pc, const char *name,
                          char *buf, size_t size)
 {
-  snprintf(buf, size, "%s", pc->ptr);
+  srv_strcpy(buf, size, pc->ptr);
   if (name)
     ptr_add(buf, size, name);
   return buf;

@@ -154,6 +154,36 @@ static void response_done(void *cls)
   req_release(cls);
 }
 
+/* "<sep><name>;dur=<ms with 3 decimals>" for ns nanoseconds (rounded to
+ * the microsecond) at out; its length, 0 when it does not fit in cap
+ * (with its terminating NUL).  No printf: this runs for every request. */
+static size_t put_phase(char *out, size_t cap, const char *sep,
+                        const char *name, uint64_t ns)
+{
+  uint64_t us = (ns + 500) / 1000, ms = us / 1000;
+  char digits[24];
+  size_t ls = strlen(sep), ln = strlen(name), nd = 0, n;
+
+  do
+    digits[nd++] = (char)('0' + ms % 10);
+  while ((ms /= 10) != 0);
+  n = ls + ln + 5 + nd + 4;
+  if (n + 1 > cap)
+    return 0;
+  memcpy(out, sep, ls);
+  memcpy(out + ls, name, ln);
+  memcpy(out + ls + ln, ";dur=", 5);
+  out += ls + ln + 5;
+  while (nd)
+    *out++ = digits[--nd];
+  out[0] = '.';
+  out[1] = (char)('0' + us / 100 % 10);
+  out[2] = (char)('0' + us / 10 % 10);
+  out[3] = (char)('0' + us % 10);
+  out[4] = '\0';
+  return n;
+}
+
 /* The Server-Timing value of a call (W3C Server Timing): how long each
  * phase that was reached took, in ms -- reading the body, decoding and
  * preparing, waiting for the pool, computing, encoding -- and the metric
@@ -179,17 +209,17 @@ static void server_timing(const struct srv_req *rq, char *out, size_t cap)
 
   out[0] = '\0';
   for (i = 0; i < nph; i++) {
-    int k;
+    size_t k;
 
     if (!ph[i].from || !ph[i].to || ph[i].to < ph[i].from)
       continue;
-    k = snprintf(out + n, cap - n, "%s%s;dur=%.3f", n ? ", " : "",
-                 ph[i].name, (double)(ph[i].to - ph[i].from) * 1e-6);
-    if (k < 0 || (size_t)k >= cap - n) {
+    k = put_phase(out + n, cap - n, n ? ", " : "", ph[i].name,
+                  ph[i].to - ph[i].from);
+    if (k == 0) {
       out[n] = '\0';
       return;
     }
-    n += (size_t)k;
+    n += k;
   }
   /* A streamed response goes out while it is computed: no compute or
    * encode time can be known when the headers are sent. */
@@ -499,8 +529,8 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
   rq->conn = conn;
   rq->route = -1;
   rq->t0_ns = srv_now_ns();
-  snprintf(rq->method, sizeof rq->method, "%s", method);
-  snprintf(rq->path, sizeof rq->path, "%s", url);
+  srv_strcpy(rq->method, sizeof rq->method, method);
+  srv_strcpy(rq->path, sizeof rq->path, url);
   /* The path is unescaped (%0A is a newline): keep log lines whole. */
   for (i = 0; rq->path[i]; i++)
     if ((unsigned char)rq->path[i] < 0x20 || rq->path[i] == 0x7f)

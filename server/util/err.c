@@ -26,7 +26,7 @@ static const struct {
     {503, "service-unavailable", "Service Unavailable"},
 };
 
-static void copy_str(char *dst, size_t cap, const char *src)
+void srv_strcpy(char *dst, size_t cap, const char *src)
 {
   size_t n = src ? strlen(src) : 0;
 
@@ -45,16 +45,16 @@ int srv_fail(struct srv_err *e, int http, const char *field, const char *fmt,
 
   memset(e, 0, sizeof *e);
   e->http = http;
-  copy_str(e->slug, sizeof e->slug, "error");
-  copy_str(e->title, sizeof e->title, "Error");
+  srv_strcpy(e->slug, sizeof e->slug, "error");
+  srv_strcpy(e->title, sizeof e->title, "Error");
   for (i = 0; i < sizeof g_kinds / sizeof g_kinds[0]; i++) {
     if (g_kinds[i].http == http) {
-      copy_str(e->slug, sizeof e->slug, g_kinds[i].slug);
-      copy_str(e->title, sizeof e->title, g_kinds[i].title);
+      srv_strcpy(e->slug, sizeof e->slug, g_kinds[i].slug);
+      srv_strcpy(e->title, sizeof e->title, g_kinds[i].title);
       break;
     }
   }
-  copy_str(e->field, sizeof e->field, field);
+  srv_strcpy(e->field, sizeof e->field, field);
   va_start(ap, fmt);
   vsnprintf(e->detail, sizeof e->detail, fmt, ap);
   va_end(ap);
@@ -64,9 +64,9 @@ int srv_fail(struct srv_err *e, int http, const char *field, const char *fmt,
 void srv_err_slug(struct srv_err *e, const char *slug, const char *title)
 {
   if (slug)
-    copy_str(e->slug, sizeof e->slug, slug);
+    srv_strcpy(e->slug, sizeof e->slug, slug);
   if (title)
-    copy_str(e->title, sizeof e->title, title);
+    srv_strcpy(e->title, sizeof e->title, title);
 }
 
 int srv_fail_lib(struct srv_err *e, enum ab_status st, const char *prefix)

@@ -9,22 +9,44 @@
 #include <time.h>
 #include <unistd.h>
 
+/* "YYYY-MM-DDTHH:MM:SS.mmmZ " for now into line (at least 32 bytes); its
+ * length.  The part up to the seconds is made once per second per thread
+ * (gmtime and strftime cost more than the rest of an access-log line). */
+static size_t stamp(char *line)
+{
+  static _Thread_local time_t sec = -1;
+  static _Thread_local char head[24];
+  static _Thread_local size_t hlen;
+  struct timespec ts;
+  long ms;
+
+  clock_gettime(CLOCK_REALTIME, &ts);
+  if (ts.tv_sec != sec) {
+    struct tm tm;
+
+    gmtime_r(&ts.tv_sec, &tm);
+    hlen = strftime(head, sizeof head, "%Y-%m-%dT%H:%M:%S", &tm);
+    sec = ts.tv_sec;
+  }
+  memcpy(line, head, hlen);
+  ms = ts.tv_nsec / 1000000;
+  line[hlen] = '.';
+  line[hlen + 1] = (char)('0' + ms / 100);
+  line[hlen + 2] = (char)('0' + ms / 10 % 10);
+  line[hlen + 3] = (char)('0' + ms % 10);
+  line[hlen + 4] = 'Z';
+  line[hlen + 5] = ' ';
+  return hlen + 6;
+}
+
 void srv_log(const char *fmt, ...)
 {
   char line[2048];
-  struct timespec ts;
-  struct tm tm;
   size_t n;
   int k;
   va_list ap;
 
-  clock_gettime(CLOCK_REALTIME, &ts);
-  gmtime_r(&ts.tv_sec, &tm);
-  n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
-  k = snprintf(line + n, sizeof line - n, ".%03ldZ ",
-               (long)(ts.tv_nsec / 1000000));
-  if (k > 0)
-    n += (size_t)k;
+  n = stamp(line);
   va_start(ap, fmt);
   k = vsnprintf(line + n, sizeof line - n, fmt, ap);
   va_end(ap);

@@ -115,6 +115,34 @@ def test_unsupported_media_type_415(server):
     assert out.startswith(b"HTTP/1.1 200 "), out[:300]
 
 
+def test_server_timing_phases(server):
+    """Server-Timing (W3C): the phases reached, each `name;dur=<ms>` with
+    three decimals, in order, summing to no more than the client waited."""
+    import re
+    body = json.dumps({"method": "alibi", "num_heads": 8, "q_len": 600,
+                       "k_len": 600}).encode()
+    t0 = time.monotonic()
+    r = server.post("/v1/bias", body=body,
+                    headers={"Content-Type": "application/json"})
+    wall_ms = (time.monotonic() - t0) * 1e3
+    assert r.status == 200, r
+    st = r.headers["server-timing"]
+    parts = st.split(", ")
+    names = [p.split(";")[0] for p in parts]
+    assert names == ["read", "prepare", "queue", "compute", "encode"], st
+    durs = []
+    for p in parts:
+        m = re.fullmatch(r"[a-z]+;dur=(\d+)\.(\d{3})", p)
+        assert m, st
+        durs.append(float(m.group(1) + "." + m.group(2)))
+    assert durs[3] > 0 and durs[4] > 0, st  # 2.9M cells computed, encoded
+    assert sum(durs) <= wall_ms + 1.0, (st, wall_ms)
+    # An error answer has only the phases it reached.
+    r = server.post("/v1/bias", json=dict(BIAS, num_heads=0))
+    assert re.fullmatch(r"read;dur=\d+\.\d{3}(, prepare;dur=\d+\.\d{3})?",
+                        r.headers["server-timing"]), r.headers
+
+
 def test_ignored_fields_header(server):
     r = server.post("/v1/bias", json=dict(BIAS, zzz_unknown=1, yy=2))
     assert r.status == 200, r
