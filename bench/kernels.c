@@ -725,6 +725,32 @@ out:
 
 /* ==== bias tables ======================================================== */
 
+/* The rest of a write-only kernel's row, after its GB/s: % of the NT-store
+ * ceiling, of the NT triad and of the NT write-only stream timed in the
+ * same rounds, and the check; the same percentages into the open results
+ * entry. */
+static void nt_columns(double gbs, const struct bench_samples *probe,
+                       const struct bench_samples *wprobe, double err)
+{
+  printf(" %8.1f%% %6.1f%% %8.1f%%",
+         100.0 * gbs / bench_ceiling_now(BENCH_CEIL_NT),
+         100.0 * gbs / bench_median(probe), 100.0 * gbs / bench_median(wprobe));
+  print_err_note(err, 1e-5);
+  printf("\n");
+  res_pct("pct_nt_store", gbs, BENCH_CEIL_NT);
+  res_num("pct_nt_store_round", 100.0 * gbs / bench_median(probe));
+  res_num("pct_nt_write_stream_round", 100.0 * gbs / bench_median(wprobe));
+}
+
+static void nt_probes_note(const struct bench_samples *probe,
+                           const struct bench_samples *wprobe)
+{
+  if (probe->n)
+    printf("   (NT-store triad probe, same rounds: %.1f GB/s; NT write-only: "
+           "%.1f GB/s)\n",
+           bench_median(probe), bench_median(wprobe));
+}
+
 void bench_bias(struct bench_pool *pool)
 {
   const int h = g_opt.quick ? 8 : 32, n = g_opt.quick ? 1024 : 4096;
@@ -826,25 +852,15 @@ void bench_bias(struct bench_pool *pool)
     if (ms[i].n == 0)
       continue;
     gbs = (double)cells * 4.0 / (med * 1e-3) * 1e-9;
-    printf("   %-8s %8.2f [%.2f-%.2f] %9.1f %8.1f%% %6.1f%% %8.1f%%",
-           i ? "t5" : "alibi", med, bench_min(&ms[i]), bench_max(&ms[i]), gbs,
-           100.0 * gbs / bench_ceiling_now(BENCH_CEIL_NT),
-           100.0 * gbs / bench_median(&probe),
-           100.0 * gbs / bench_median(&wprobe));
-    print_err_note(err[i], 1e-5);
-    printf("\n");
+    printf("   %-8s %8.2f [%.2f-%.2f] %9.1f", i ? "t5" : "alibi", med,
+           bench_min(&ms[i]), bench_max(&ms[i]), gbs);
     res_begin("bias_table");
     res_str("method", i ? "t5" : "alibi");
     res_num("gbs", gbs);
-    res_pct("pct_nt_store", gbs, BENCH_CEIL_NT);
-    res_num("pct_nt_store_round", 100.0 * gbs / bench_median(&probe));
-    res_num("pct_nt_write_stream_round", 100.0 * gbs / bench_median(&wprobe));
+    nt_columns(gbs, &probe, &wprobe, err[i]);
     res_end();
   }
-  if (probe.n)
-    printf("   (NT-store triad probe, same rounds: %.1f GB/s; NT write-only: "
-           "%.1f GB/s)\n",
-           bench_median(&probe), bench_median(&wprobe));
+  nt_probes_note(&probe, &wprobe);
 out:
   free(out);
   free(tab);
@@ -986,13 +1002,8 @@ void bench_encoding(struct bench_pool *pool)
     if (v->ms.n == 0)
       continue;
     gbs = (double)cells * (v->with_x ? 8.0 : 4.0) / (med * 1e-3) * 1e-9;
-    printf("   %-10s %-14s %8.2f [%.2f-%.2f] %8.1f %8.1f%% %6.1f%% %8.1f%%",
-           v->method, v->layout, med, bench_min(&v->ms), bench_max(&v->ms),
-           gbs, 100.0 * gbs / bench_ceiling_now(BENCH_CEIL_NT),
-           100.0 * gbs / bench_median(&probe),
-           100.0 * gbs / bench_median(&wprobe));
-    print_err_note(v->err, 1e-5);
-    printf("\n");
+    printf("   %-10s %-14s %8.2f [%.2f-%.2f] %8.1f", v->method, v->layout,
+           med, bench_min(&v->ms), bench_max(&v->ms), gbs);
     res_begin("encoding");
     res_str("method", v->method);
     res_str("layout", v->layout);
@@ -1000,15 +1011,10 @@ void bench_encoding(struct bench_pool *pool)
     res_int("dim", (int)d);
     res_num("ms_median", med);
     res_num("gbs", gbs);
-    res_pct("pct_nt_store", gbs, BENCH_CEIL_NT);
-    res_num("pct_nt_store_round", 100.0 * gbs / bench_median(&probe));
-    res_num("pct_nt_write_stream_round", 100.0 * gbs / bench_median(&wprobe));
+    nt_columns(gbs, &probe, &wprobe, v->err);
     res_end();
   }
-  if (probe.n)
-    printf("   (NT-store triad probe, same rounds: %.1f GB/s; NT write-only: "
-           "%.1f GB/s)\n",
-           bench_median(&probe), bench_median(&wprobe));
+  nt_probes_note(&probe, &wprobe);
 out:
   free(out);
   free(x);
