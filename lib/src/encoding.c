@@ -486,6 +486,10 @@ enum ab_status ab_encoding_job(const struct ab_encoding_params *p,
    * rather than per piece (one pow per pair, as much as a row's sines). */
   if (p->method == AB_ENC_SINUSOIDAL)
     nfreq = p->dim / 2;
+  if ((uint64_t)nfreq > (SIZE_MAX - sizeof *ej) / sizeof(double))
+    return ab__fail(AB_STATUS_OVERFLOW, "dim",
+                    "dim %lld needs more frequencies than memory can hold",
+                    (long long)p->dim);
   if ((st = ab__job_new(sizeof *ej + (size_t)nfreq * sizeof(double), job)) !=
       AB_STATUS_OK)
     return st;

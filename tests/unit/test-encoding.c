@@ -639,6 +639,7 @@ TEST(encoding_large_outputs_stream)
   ab_job_t *job = NULL;
   int64_t t, k;
   size_t i;
+  double err;
   int l;
 
   CHECK(a && b && x && pos);
@@ -653,9 +654,9 @@ TEST(encoding_large_outputs_stream)
     p.dim = D;
     p.layout = layouts[l];
     CHECK_OK(ab_encoding(&p, pos, N, one));
-    if (sampled_err(one, pos, N, D, refs[l], NULL, 20000) > 1e-6)
-      FAIL_AT("layout %d: ab_encoding off by %g", l,
-              sampled_err(one, pos, N, D, refs[l], NULL, 20000));
+    err = sampled_err(one, pos, N, D, refs[l], NULL, 20000);
+    if (err > 1e-6)
+      FAIL_AT("layout %d: ab_encoding off by %g", l, err);
     CHECK_OK(ab_encoding_job(&p, pos, N, NULL, b, &job));
     for (k = ab_job_pieces(job) - 1; k >= 0; k--)
       CHECK_OK(ab_job_run(job, k, NULL));
@@ -702,9 +703,59 @@ TEST(encoding_large_outputs_stream)
   for (k = ab_job_pieces(job) - 1; k >= 0; k--)
     CHECK_OK(ab_job_run(job, k, NULL));
   ab_job_free(job);
-  if (sampled_err(b, pos, N, D, ref_interleaved, x, 20000) > 2e-6)
-    FAIL_AT("x + PE off by %g",
-            sampled_err(b, pos, N, D, ref_interleaved, x, 20000));
+  err = sampled_err(b, pos, N, D, ref_interleaved, x, 20000);
+  if (err > 2e-6)
+    FAIL_AT("x + PE off by %g", err);
   free(a), free(b), free(x), free(pos);
+  return 0;
+}
+
+/* x of another dtype, rows wider than add_row's chunk of 512 columns:
+ * float16 x [2, 3, 1030] + PE against float64 of the float16 values. */
+TEST(encoding_job_f16_x_wide_rows)
+{
+  enum { L = 2, N = 3, D = 1030 };
+  static uint16_t xh[L * N * D];
+  static float out[L * N * D];
+  static double want[L * N * D];
+  const int64_t shape[3] = {L, N, D};
+  const double pos[N] = {0.0, 17.0, 4096.5};
+  struct ab_encoding_params p;
+  struct ab_tensor tx;
+  ab_job_t *job = NULL;
+  int64_t i;
+
+  test_seed(9);
+  for (i = 0; i < L * N * D; i++) {
+    float f = (float)test_uniform(-3, 3);
+    xh[i] = ab_f32_to_f16(f);
+    want[i] = (double)ab_f16_to_f32(xh[i]) +
+              ref_interleaved(pos[i / D % N], i % D, D, 1e4);
+  }
+  ab_encoding_params_init(&p);
+  p.dim = D;
+  CHECK_OK(ab_tensor_init(&tx, xh, AB_DTYPE_F16, 3, shape));
+  CHECK_OK(ab_encoding_job(&p, pos, N, &tx, out, &job));
+  CHECK_OK(ab_job_run_all(job));
+  ab_job_free(job);
+  CHECK_ARRAY(out, want, L * N * D, 1e-5, 1e-6);
+  return 0;
+}
+
+/* A dim whose frequencies alone would not fit in memory is refused, naming
+ * dim, before anything is allocated or written. */
+TEST(encoding_job_huge_dim_refused)
+{
+  struct ab_encoding_params p;
+  const double pos[1] = {1.0};
+  float out[1];
+  ab_job_t *job = NULL;
+
+  ab_encoding_params_init(&p);
+  p.dim = ((int64_t)1 << 62) - 2;
+  CHECK_EQ_I64(ab_encoding_job(&p, pos, 1, NULL, out, &job),
+               AB_STATUS_OVERFLOW);
+  CHECK_STR(ab_last_error()->arg, "dim");
+  CHECK(job == NULL);
   return 0;
 }
