@@ -382,7 +382,8 @@ struct enc_job {
 #define ADD_CHUNK 512
 
 /* x's row r (of the flattened leading dims x n) plus enc, into out: summed
- * in place, or a chunk at a time on the stack and streamed from there. */
+ * straight into out, or (streaming) a chunk at a time on the stack and
+ * streamed from there. */
 static void add_row(const struct enc_job *ej, const struct ab__kernels *K,
                     int64_t r, const float *enc)
 {
@@ -428,7 +429,6 @@ static enum ab_status enc_run(const struct ab_job *job, int64_t piece,
   const struct enc_job *ej = job->ctx;
   int64_t r0, r1, t0, t1, l0, l1, l, t;
   float *enc = scratch;
-
   const struct ab__kernels *K = ab__kernels();
 
   if (!ej->x) {
