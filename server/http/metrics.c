@@ -165,13 +165,18 @@ int srv_metrics_render(struct srv_buf *out)
                        "--max-queue).\n"
                        "# TYPE attnbias_queue_depth gauge\n"
                        "attnbias_queue_depth %d\n"
+                       "# HELP attnbias_pool_calls Calls on the worker "
+                       "pool: waiting for a thread, computing, or waiting "
+                       "for the bytes of a body still arriving.\n"
+                       "# TYPE attnbias_pool_calls gauge\n"
+                       "attnbias_pool_calls %d\n"
                        "# HELP attnbias_memory_kept_bytes Freed large "
                        "blocks kept resident for the next large request "
                        "(returned after 10 s unused).\n"
                        "# TYPE attnbias_memory_kept_bytes gauge\n"
                        "attnbias_memory_kept_bytes %zu\n",
                        srv_http_inflight(), srv_http_queue_depth(),
-                       srv_mem_kept());
+                       srv_work_busy(), srv_mem_kept());
   rc |= srv_buf_printf(out,
                        "# HELP attnbias_bytes_received_total Request body "
                        "bytes received.\n"
