@@ -87,22 +87,6 @@ def healthy(srv):
     assert r.status == 200 and r.json() == {"status": "ok"}, r
 
 
-def wait_idle(srv, timeout=20.0):
-    """No request in flight and nothing admitted: a request record that is
-    never released (or a leaked queue slot) shows up here.  The /metrics
-    request that asks counts itself as in flight."""
-    deadline = time.monotonic() + timeout * run.SLOW
-    while True:
-        m = srv.metrics()
-        inflight = m.get(("attnbias_inflight_requests", frozenset()), 0)
-        depth = m.get(("attnbias_queue_depth", frozenset()), 0)
-        if inflight <= 1 and depth == 0:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("still busy: inflight %g, queue depth %g" % (inflight, depth))
-        time.sleep(0.05)
-
-
 def rss_stable(srv, batch, rounds=4, warmup=4, limit_mib=24):
     """Run batch() `warmup` times (each HTTP thread's malloc arena and
     connection pool grow to the batch's working set: measured, the resident
@@ -113,7 +97,7 @@ def rss_stable(srv, batch, rounds=4, warmup=4, limit_mib=24):
     times over."""
     if instrumented(srv):
         batch()  # exercised; the leak check runs when the server stops
-        wait_idle(srv)
+        srv.wait_idle()
         return
     def resident():
         # Freed large blocks the server keeps for the next large request
@@ -126,11 +110,11 @@ def rss_stable(srv, batch, rounds=4, warmup=4, limit_mib=24):
 
     for _ in range(warmup):
         batch()
-    wait_idle(srv)
+    srv.wait_idle()
     before = resident()
     for _ in range(rounds):
         batch()
-    wait_idle(srv)
+    srv.wait_idle()
     after = resident()
     assert after - before <= limit_mib * 1024, \
         "RSS less kept blocks grew from %d to %d KiB over %d rounds" % (
@@ -241,7 +225,7 @@ def test_malformed_json_every_route(server):
             assert r.status == 200, (ct, r)
         else:
             check_problem(r, status)
-    wait_idle(server)
+    server.wait_idle()
 
 
 HOSTILE_VALUES = [
@@ -292,7 +276,7 @@ def test_wrong_types_in_every_field(server):
             check_problem(r, 413)
     assert n > 500, n
     healthy(server)
-    wait_idle(server)
+    server.wait_idle()
 
 
 def test_huge_declared_shapes_are_refused_before_allocating(start):
@@ -515,7 +499,7 @@ def test_hostile_safetensors(server):
     for k in range(0, n, max(1, n // 40)):
         check_problem(post_raw(server, "/v1/attention", body[:k], ST), 400)
     healthy(server)
-    wait_idle(server)
+    server.wait_idle()
 
 
 def test_nesting_long_strings_unicode_duplicates(server):
@@ -558,7 +542,7 @@ def test_nesting_long_strings_unicode_duplicates(server):
     raw = b'{"method":"alibi","num_heads":2,"q_len":4,"k_len":4,"\xed\xa0\x80":1}'
     check_problem(post_raw(server, "/v1/bias", raw), 400)  # a raw surrogate is not UTF-8
     healthy(server)
-    wait_idle(server)
+    server.wait_idle()
 
 
 def test_parser_memory_is_bounded(start):
@@ -587,7 +571,7 @@ def test_parser_memory_is_bounded(start):
         assert grew < 200 * 1024, "peak RSS grew by %d KiB" % grew
     m = srv.metrics()
     assert m[("attnbias_rejected_total", frozenset({("reason", "over_budget")}))] >= 6, m
-    wait_idle(srv)
+    srv.wait_idle()
 
 
 def test_codec_lift_reserves_memory_once(start):
@@ -655,7 +639,7 @@ def test_disconnects_mid_body_and_mid_work(start):
         s.sendall(http_post("/v1/attention", heavy)[:len(heavy) // 2])
         s.close()
         healthy(server)
-        wait_idle(server, timeout=60)
+        server.wait_idle(60)
 
     rss_stable(server, batch, rounds=3, warmup=3)
     # The pool still computes for the clients that stay.
@@ -695,7 +679,7 @@ def test_slow_senders_do_not_block_others(server):
         for t in threads:
             t.join(120 * run.SLOW)
     assert all(v == 200 for v in results.values()) and len(results) == 3, results
-    wait_idle(server)
+    server.wait_idle()
 
 
 def test_pipelined_requests(server):
@@ -724,7 +708,7 @@ def test_pipelined_requests(server):
             assert got == want, (rnd, got)
         finally:
             s.close()
-    wait_idle(server)
+    server.wait_idle()
 
 
 class _Prefixed:
@@ -823,7 +807,7 @@ def test_odd_methods_urls_headers_and_framing(server):
     # HEAD on a GET route: headers only.
     r = server.request("HEAD", "/healthz")
     assert r.status == 200 and r.body == b"", r
-    wait_idle(server)
+    server.wait_idle()
 
 
 def test_lifted_rows_show_as_sent_in_errors(server):
@@ -920,7 +904,7 @@ def test_many_concurrent_hostile_connections(server):
         for _, s in socks:
             s.close()
     healthy(server)
-    wait_idle(server)
+    server.wait_idle()
 
 
 def test_hostile_authorization_headers(start):
@@ -956,7 +940,7 @@ def test_hostile_authorization_headers(start):
     assert r.status == 200, r
     healthy(srv)
     assert srv.get("/metrics", headers={"Authorization": "Bearer wrong"}).status == 200
-    wait_idle(srv)
+    srv.wait_idle()
 
 
 def test_shutdown_with_hostile_connections_open(start):
@@ -1168,4 +1152,4 @@ def test_mutation_fuzz(server):
         if i % 60 == 59:
             healthy(server)
     healthy(server)
-    wait_idle(server)
+    server.wait_idle()
