@@ -19,23 +19,8 @@ import run
 BIAS = {"method": "alibi", "num_heads": 2, "q_len": 4, "k_len": 4}
 BIAS_BODY = json.dumps(BIAS).encode()
 
-
-
 check_problem = run.check_problem
-
-
-def wait_for(cond, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout * run.SLOW
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
-
-
-def gauge(srv, name):
-    return srv.metrics()[(name, frozenset())]
+wait_for = run.wait_for
 
 
 def read_response(sock, timeout=10.0):
@@ -167,7 +152,7 @@ def test_ignored_fields_header(server):
 
 
 def test_metrics_content(server):
-    before = server.metrics()
+    before = server.wait_idle()  # the earlier tests' requests all counted
     for _ in range(3):
         assert server.get("/healthz").status == 200
     server.get("/no/such/route")
@@ -178,12 +163,9 @@ def test_metrics_content(server):
         return mm.get((name, frozenset(labels.items())), 0.0)
 
     # A request is counted when MHD reports it complete, which may be just
-    # after the client has read the response: poll briefly.
-    def counted():
-        m = server.metrics()
-        return val(m, "attnbias_requests_total", route="bias", status="200") >= \
-            val(before, "attnbias_requests_total", route="bias", status="200") + 1
-    wait_for(counted, what="the requests to be counted")
+    # after the client has read the response: every one of them, once none
+    # is in flight.
+    server.wait_idle()
     r = server.get("/metrics")
     assert r.status == 200, r
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4"), r.headers
@@ -193,6 +175,7 @@ def test_metrics_content(server):
                       ("attnbias_request_duration_seconds", "histogram"),
                       ("attnbias_inflight_requests", "gauge"),
                       ("attnbias_queue_depth", "gauge"),
+                      ("attnbias_pool_calls", "gauge"),
                       ("attnbias_memory_kept_bytes", "gauge"),
                       ("attnbias_bytes_received_total", "counter"),
                       ("attnbias_bytes_sent_total", "counter"),
@@ -214,6 +197,7 @@ def test_metrics_content(server):
     # This very request is in flight; nothing is queued.
     assert val(m, "attnbias_inflight_requests") >= 1
     assert val(m, "attnbias_queue_depth") == 0
+    assert val(m, "attnbias_pool_calls") == 0
     for reason in ("queue_full", "body_too_large", "unauthorized"):
         assert ("attnbias_rejected_total", frozenset({("reason", reason)})) in m, reason
     # Histograms: cumulative buckets, +Inf == _count, for every route seen.
@@ -416,7 +400,7 @@ def test_queue_full_503(start):
     srv = start("--threads", "1", "--max-queue", "1")
     s = hold_slot(srv, "/v1/bias")
     try:
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 1, what="admission")
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 1, what="admission")
         r = srv.post("/v1/bias", json=BIAS)
         check_problem(r, 503)
         assert int(r.headers["retry-after"]) >= 1, r.headers
@@ -428,7 +412,7 @@ def test_queue_full_503(start):
     finally:
         s.close()
     # The slot is free again.
-    wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 0, what="slot release")
+    wait_for(lambda: srv.gauge("attnbias_queue_depth") == 0, what="slot release")
     assert srv.post("/v1/bias", json=BIAS).status == 200
     m = srv.metrics()
     assert m[("attnbias_rejected_total", frozenset({("reason", "queue_full")}))] == 1
@@ -446,7 +430,7 @@ def test_queue_full_while_computing(start):
     t = threading.Thread(target=slow)
     t.start()
     try:
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 1, what="admission")
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 1, what="admission")
         # Admitted at its headers, the attention holds the slot through its
         # upload, decoding and about 8.6 GFLOP on one thread: far longer than
         # this request takes to arrive.
@@ -481,7 +465,7 @@ def test_graceful_shutdown(start):
     t = threading.Thread(target=compute)
     t.start()
     try:
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 2, what="two admitted")
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 2, what="two admitted")
         srv.proc.send_signal(signal.SIGTERM)
 
         def refused():
@@ -521,7 +505,7 @@ def test_drain_deadline_cuts(start):
     srv = start("--drain-s", "0.5")
     s = hold_slot(srv, "/v1/bias")
     try:
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 1, what="admission")
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 1, what="admission")
         srv.proc.send_signal(signal.SIGINT)
         # The incomplete request is cut; the exit status is still 0.
         assert srv.proc.wait(30 * run.SLOW) == 0
@@ -651,10 +635,12 @@ def test_command_line(binary, server):
     # --healthcheck: 0 against a live server, 1 against a closed port.
     r = cli("--healthcheck", "--host", server.host, "--port", str(server.port))
     assert r.returncode == 0, r
+    # A port bound but not listening refuses connections, and no other
+    # process can take it while the check runs.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
-    r = cli("--healthcheck", "--host", "127.0.0.1", "--port", str(closed))
+        r = cli("--healthcheck", "--host", "127.0.0.1", "--port", str(closed))
     assert r.returncode == 1, r
 
 
@@ -679,7 +665,7 @@ def test_slow_uploads_lose_their_queue_slots(start):
             s.sendall(b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                       b"Content-Length: 1000\r\n\r\n{")
             socks.append(s)
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 2, what="two slots taken")
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 2, what="two slots taken")
         check_problem(srv.post("/v1/bias", json=BIAS), 503)
         closed = [False, False]
         deadline = time.monotonic() + 10 * run.SLOW
@@ -692,7 +678,7 @@ def test_slow_uploads_lose_their_queue_slots(start):
                     except OSError:
                         closed[i] = True
             time.sleep(0.3)
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 0, what="slots freed")
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 0, what="slots freed")
         assert srv.post("/v1/bias", json=BIAS).status == 200
         m = srv.metrics()
         assert m[("attnbias_rejected_total", frozenset({("reason", "slow_upload")}))] == 2
