@@ -3,14 +3,12 @@ metrics, routing errors, problem+json, API keys, body limits and framing,
 admission (503), graceful shutdown, idle timeouts, X-Attnbias-Ignored,
 many connections, and the command line.  Conventions: see run.py."""
 
-import base64
 import http.client
 import json
 import os
 import signal
 import socket
 import subprocess
-import threading
 import time
 
 import run
@@ -27,20 +25,6 @@ def read_response(sock, timeout=10.0):
     """One response -> (status, headers, body): run.read_response without
     the leftover bytes."""
     return run.read_response(sock, timeout)[:3]
-
-
-def attention_body(n, heads=8, dim=64):
-    """A /v1/attention request heavy enough to keep one pool thread busy for
-    a while (4*heads*n*n*dim flops), with b64 tensors and a b64 output."""
-    import numpy as np
-    rng = np.random.default_rng(7)
-
-    def t(shape):
-        a = rng.standard_normal(shape).astype("<f4")
-        return {"shape": list(shape), "dtype": "float32",
-                "b64": base64.b64encode(a.tobytes()).decode()}
-    return json.dumps({"q": t((1, heads, n, dim)), "k": t((1, 1, n, dim)),
-                       "v": t((1, 1, n, dim)), "encoding": "b64"}).encode()
 
 
 # ---------------------------------------------------------------------------
@@ -418,67 +402,92 @@ def test_queue_full_503(start):
     assert m[("attnbias_rejected_total", frozenset({("reason", "queue_full")}))] == 1
 
 
-def test_queue_full_while_computing(start):
-    """The slot is held by an attention request being computed on the pool."""
-    srv = start("--threads", "1", "--max-queue", "1")
-    body = attention_body(2048)
-    result = {}
+def held_back_attention(srv):
+    """A binary /v1/attention request of 6 MiB, sent but for its last 4
+    bytes: its call starts computing with the safetensors header (pieces run
+    as their bytes arrive, test_early.py), so it is on the pool and holds
+    its --max-queue slot, and it cannot end before the test sends the rest.
+    -> (socket, the last 4 bytes)."""
+    import numpy as np
+    rng = np.random.default_rng(7)
+    body = run.safetensors_dump(
+        {n: rng.standard_normal((1, 8, 1024, 64)).astype("<f4") for n in "qkv"}, {})
+    s = srv.connect()
+    s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: t\r\n"
+              b"Content-Type: application/vnd.safetensors\r\n"
+              b"Accept: application/vnd.safetensors\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body[:-4])
+    return s, body[-4:]
 
-    def slow():
-        result["r"] = srv.post("/v1/attention", body=body,
-                               headers={"Content-Type": "application/json"}, timeout=300)
-    t = threading.Thread(target=slow)
-    t.start()
+
+def read_early_answer(s, rest):
+    """Send the held-back bytes; the answer must be the attention, computed
+    while the body arrived."""
+    s.sendall(rest)
+    status, headers, data = read_response(s, timeout=300)
+    assert status == 200, data[:300]
+    assert "early" in headers.get("server-timing", ""), headers
+    n = int.from_bytes(data[:8], "little")
+    out = json.loads(data[8:8 + n])["output"]
+    assert out["shape"] == [1, 8, 1024, 64] and len(data) == 8 + n + (2 << 20), out
+
+
+def test_queue_full_while_computing(start):
+    """The slot is held by an attention request being computed on the pool
+    (held back by its last bytes, so that it is still there when the next
+    request comes, however slow the machine)."""
+    srv = start("--threads", "1", "--max-queue", "1")
+    s, rest = held_back_attention(srv)
     try:
-        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 1, what="admission")
-        # Admitted at its headers, the attention holds the slot through its
-        # upload, decoding and about 8.6 GFLOP on one thread: far longer than
-        # this request takes to arrive.
+        wait_for(lambda: srv.gauge("attnbias_pool_calls") == 1, what="the call on the pool")
         r = srv.post("/v1/bias", json=BIAS)
         check_problem(r, 503)
         assert int(r.headers["retry-after"]) >= 1, r.headers
+        read_early_answer(s, rest)
     finally:
-        t.join(300 * run.SLOW)
-    assert result["r"].status == 200, result["r"]
-    out = result["r"].json()["output"]
-    assert out["shape"] == [1, 8, 2048, 64], out["shape"]
-    m = srv.metrics()
+        s.close()
+    m = srv.wait_idle()
     assert m[("attnbias_kernel_seconds_total", frozenset({("route", "attention")}))] > 0
+    assert srv.post("/v1/bias", json=BIAS).status == 200
+
+
+def refused(srv):
+    """True once a connection to srv's port is refused (its listening
+    socket closed)."""
+    try:
+        socket.create_connection((srv.host, srv.port), timeout=5 * run.SLOW).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        # Reset: queued on the listening socket as it closed (the next
+        # attempt is refused); or no answer within the timeout.
+        return False
 
 
 def test_graceful_shutdown(start):
-    srv = start("--threads", "1", "--drain-s", "%g" % (60 * run.SLOW))
+    """SIGTERM with an idle kept-alive connection, a request whose body is
+    still arriving and one being computed on the pool: the listening socket
+    closes, the open connection's next request gets 503, and both requests
+    are finished and answered once their last bytes come.  Nothing here
+    depends on how long the work takes: each request waits for the test to
+    send its last bytes, and --drain-s is far above anything (the drain ends
+    when the work does), as is --timeout-s (the kept-alive connection waits
+    idle meanwhile)."""
+    srv = start("--threads", "1", "--drain-s", "3600", "--timeout-s", "3600")
     keep = http.client.HTTPConnection(srv.host, srv.port, timeout=30 * run.SLOW)
     keep.request("GET", "/healthz")
     assert keep.getresponse().read() == b'{"status":"ok"}'
     partial = hold_slot(srv, "/v1/bias")
-    # 34 GFLOP: a good 100 ms on one pool thread of a fast core, so that
-    # the gauge polled every 20 ms sees it admitted (1024 positions, 2
-    # GFLOP, could come and go between two polls -- but not under valgrind,
-    # where 34 GFLOP would take many minutes).
-    body = attention_body(1024 if run.VALGRIND else 4096)
-    result = {}
-
-    def compute():
-        result["r"] = srv.post("/v1/attention", body=body,
-                               headers={"Content-Type": "application/json"}, timeout=300)
-    t = threading.Thread(target=compute)
-    t.start()
+    computing, rest = held_back_attention(srv)
     try:
-        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 2, what="two admitted")
+        def both_in():
+            m = srv.metrics()
+            return m[("attnbias_queue_depth", frozenset())] == 2 and \
+                m[("attnbias_pool_calls", frozenset())] == 1
+        wait_for(both_in, what="two admitted, one of them on the pool")
         srv.proc.send_signal(signal.SIGTERM)
-
-        def refused():
-            try:
-                socket.create_connection((srv.host, srv.port), timeout=1).close()
-                return False
-            except ConnectionRefusedError:
-                return True
-            except ConnectionResetError:
-                # Queued on the listening socket as it closed: the next
-                # attempt is refused.
-                return False
-        wait_for(refused, what="the listening socket to close")
+        wait_for(lambda: refused(srv), what="the listening socket to close")
         # An open connection still gets answers: 503 with Connection: close,
         # and no Retry-After (this server will not take it: go elsewhere).
         keep.request("GET", "/readyz")
@@ -492,11 +501,12 @@ def test_graceful_shutdown(start):
         status, headers, data = read_response(partial)
         assert status == 200, data
         assert json.loads(data)["bias"]["shape"] == [2, 4, 4]
+        # So is the one on the pool.
+        read_early_answer(computing, rest)
     finally:
         partial.close()
+        computing.close()
         keep.close()
-        t.join(300 * run.SLOW)
-    assert result["r"].status == 200, result["r"]
     assert srv.proc.wait(60 * run.SLOW) == 0
     assert "draining" in srv.log()
 
@@ -550,7 +560,7 @@ def test_drain_deadline_cuts_computation(start):
         s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: t\r\n"
                   b"Content-Type: application/vnd.safetensors\r\n"
                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        time.sleep(0.3 * run.SLOW)  # decoded and handed to the pool by now
+        wait_for(lambda: srv.gauge("attnbias_pool_calls") == 1, what="the call on the pool")
         srv.proc.send_signal(signal.SIGTERM)
         assert srv.proc.wait(60 * run.SLOW) == 0
         s.settimeout(10 * run.SLOW)
