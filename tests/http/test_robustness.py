@@ -104,9 +104,15 @@ def rss_stable(srv, batch, rounds=4, warmup=4, limit_mib=24):
         # (util/buf.c: at most 8, returned after 10 s unused) are resident
         # by design; which of them a round reuses depends on the order of
         # sizes, so they are counted apart (measured: 4-8 blocks of 4 MiB
-        # here, the rest of the RSS flat).
-        kept = srv.metrics()[("attnbias_memory_kept_bytes", frozenset())]
-        return proc_status(srv, "VmRSS") - int(kept) // 1024
+        # here, the rest of the RSS flat).  A block given back between
+        # reading the gauge and the RSS would count as memory freed: the
+        # pair is read again until the gauge is the same on both sides.
+        def kept():
+            return int(srv.metrics()[("attnbias_memory_kept_bytes", frozenset())])
+        while True:
+            before, rss = kept(), proc_status(srv, "VmRSS")
+            if kept() == before:
+                return rss - before // 1024
 
     for _ in range(warmup):
         batch()
@@ -966,13 +972,14 @@ def test_shutdown_with_hostile_connections_open(start):
         gone = srv.connect()
         gone.sendall(http_post("/v1/attention", heavy))
         gone.close()
-        time.sleep(0.2 * run.SLOW)
-        t0 = time.monotonic()
+        # The half-sent bodies hold their slots from their headers on.
+        run.wait_for(lambda: srv.gauge("attnbias_queue_depth") >= 3,
+                     what="the half-sent bodies admitted")
         srv.proc.send_signal(15)
+        # They can never end: only the drain deadline (--drain-s 2) ends the
+        # drain, and the bound here only guards against a hang.
         status = srv.proc.wait(60 * run.SLOW)
         assert status == 0, (status, srv.log()[-3000:])
-        # --drain-s 2: cut at about 2 s (generous margin for loaded machines).
-        assert time.monotonic() - t0 < 30 * run.SLOW
     finally:
         for s in socks:
             s.close()
