@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import run
@@ -581,13 +582,17 @@ def test_drain_deadline_cuts_computation(start):
 
 
 def test_idle_connection_timeout(start):
-    srv = start("--timeout-s", "1")
-    idle = srv.connect()
-    half = srv.connect()
+    """Connections idle for --timeout-s are closed: one that never sent a
+    byte, one that stopped mid-headers, one kept alive after an answer.
+    Each socket sends right after its connect: only a thread stalled for the
+    whole timeout in between could be closed first."""
+    srv = start("--timeout-s", "2")
     keep = srv.connect()
+    keep.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+    half = srv.connect()
+    half.sendall(b"GET /healthz HTTP/1.1\r\nHo")  # never completed
+    idle = srv.connect()
     try:
-        half.sendall(b"GET /healthz HTTP/1.1\r\nHo")  # never completed
-        keep.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
         status, _, _ = read_response(keep)
         assert status == 200
         for s in (idle, half, keep):
@@ -664,35 +669,43 @@ def test_env_configures(start):
 
 
 def test_slow_uploads_lose_their_queue_slots(start):
-    """A body trickling in (a byte every 0.3 s) holds a --max-queue slot
+    """A body trickling in (a byte every 0.05 s) holds a --max-queue slot
     only until --timeout-s has passed: then it must keep arriving at 64 KiB/s
-    on average or its connection is closed, and the slot frees for others."""
-    srv = start("--max-queue", "2", "--timeout-s", "1")
-    socks = []
-    try:
-        for _ in range(2):
-            s = srv.connect()
-            s.sendall(b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: 1000\r\n\r\n{")
-            socks.append(s)
-        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 2, what="two slots taken")
-        check_problem(srv.post("/v1/bias", json=BIAS), 503)
-        closed = [False, False]
-        deadline = time.monotonic() + 10 * run.SLOW
-        while not all(closed):
-            assert time.monotonic() < deadline, "slow uploads still open"
+    on average or its connection is closed, and the slot frees for others.
+    The trickle starts with the request, 60 times more often than the idle
+    timeout, so that it is the rate rule that closes the connections, not
+    the idle timeout, even when this test's thread is slow to run."""
+    srv = start("--max-queue", "2", "--timeout-s", "3")
+    socks, closed = [], [False, False]
+    done = threading.Event()
+
+    def trickle():
+        while not done.is_set() and not all(closed):
             for i, s in enumerate(socks):
                 if not closed[i]:
                     try:
                         s.sendall(b" ")
                     except OSError:
                         closed[i] = True
-            time.sleep(0.3)
+            time.sleep(0.05)
+    for _ in range(2):
+        s = srv.connect()
+        s.sendall(b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{")
+        socks.append(s)
+    t = threading.Thread(target=trickle)
+    t.start()
+    try:
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 2, what="two slots taken")
+        check_problem(srv.post("/v1/bias", json=BIAS), 503)
+        wait_for(lambda: all(closed), what="the slow uploads to be closed")
         wait_for(lambda: srv.gauge("attnbias_queue_depth") == 0, what="slots freed")
         assert srv.post("/v1/bias", json=BIAS).status == 200
         m = srv.metrics()
         assert m[("attnbias_rejected_total", frozenset({("reason", "slow_upload")}))] == 2
         assert "arrives too slowly" in srv.log()
     finally:
+        done.set()
+        t.join()
         for s in socks:
             s.close()
