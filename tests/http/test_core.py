@@ -372,13 +372,27 @@ def test_400_ambiguous_framing(server):
 # admission, drain, timeouts
 # ---------------------------------------------------------------------------
 
-def hold_slot(srv, path="/v1/attention"):
-    """Admit a request and keep it open: headers and half of a body."""
+def hold_slot(srv, path="/v1/bias", body=BIAS_BODY):
+    """Admit a request and keep it open: its headers and the first 10 bytes
+    of its body (the test sends body[10:] later)."""
     s = srv.connect()
     s.sendall(b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\n\r\n%s"
-              % (path.encode(), len(BIAS_BODY), BIAS_BODY[:10]))
+              % (path.encode(), len(body), body[:10]))
     return s
+
+
+def pool_attention_body():
+    """A JSON /v1/attention body (b64 tensors) too large to be computed
+    inline: q, k, v [1, 4, 128, 32], 8.4 MFLOP, go to the pool."""
+    import base64
+    import numpy as np
+    rng = np.random.default_rng(3)
+
+    def t():
+        a = rng.standard_normal((1, 4, 128, 32)).astype("<f4")
+        return {"shape": list(a.shape), "b64": base64.b64encode(a.tobytes()).decode()}
+    return json.dumps({"q": t(), "k": t(), "v": t(), "encoding": "b64"}).encode()
 
 
 def test_queue_full_503(start):
@@ -468,9 +482,10 @@ def refused(srv):
 
 def test_graceful_shutdown(start):
     """SIGTERM with an idle kept-alive connection, a request whose body is
-    still arriving and one being computed on the pool: the listening socket
-    closes, the open connection's next request gets 503, and both requests
-    are finished and answered once their last bytes come.  Nothing here
+    still arriving (an attention computed on the pool once it is in) and one
+    being computed on the pool: the listening socket closes, the open
+    connection's next request gets 503, and both requests are finished and
+    answered once their last bytes come.  Nothing here
     depends on how long the work takes: each request waits for the test to
     send its last bytes, and --drain-s is far above anything (the drain ends
     when the work does), as is --timeout-s (the kept-alive connection waits
@@ -479,7 +494,8 @@ def test_graceful_shutdown(start):
     keep = http.client.HTTPConnection(srv.host, srv.port, timeout=30 * run.SLOW)
     keep.request("GET", "/healthz")
     assert keep.getresponse().read() == b'{"status":"ok"}'
-    partial = hold_slot(srv, "/v1/bias")
+    body = pool_attention_body()
+    partial = hold_slot(srv, "/v1/attention", body)
     computing, rest = held_back_attention(srv)
     try:
         def both_in():
@@ -498,10 +514,11 @@ def test_graceful_shutdown(start):
         assert r.getheader("Retry-After") is None, r.getheaders()
         assert json.loads(r.read())["status"] == 503
         # The request whose body was still arriving is computed and answered.
-        partial.sendall(BIAS_BODY[10:])
-        status, headers, data = read_response(partial)
+        partial.sendall(body[10:])
+        status, headers, data = read_response(partial, timeout=300)
         assert status == 200, data
-        assert json.loads(data)["bias"]["shape"] == [2, 4, 4]
+        assert json.loads(data)["output"]["shape"] == [1, 4, 128, 32]
+        assert "compute" in headers.get("server-timing", ""), headers
         # So is the one on the pool.
         read_early_answer(computing, rest)
     finally:
