@@ -264,7 +264,7 @@ void bench_codec(void)
   bench_section("server codecs, in process (%lld floats; safetensors "
                 "q,k,v [1,%d,%d,%d])",
                 (long long)n, sh, sn, sd);
-  /* Defaults of API.md, in case the codec consults them. */
+  /* Defaults of docs/http.md#limits, in case the codec consults them. */
   srv_cfg.max_body_mb = 256;
   srv_cfg.max_output_mb = 1024;
   srv_cfg.max_gflop = 10000;

@@ -25,7 +25,7 @@ static int pick_reps(double round_s, double budget, int lo, int hi)
   return r < lo ? lo : r > hi ? hi : r;
 }
 
-/* ALiBi slope of head h of n (methods.md 4.1, max_bias 8), in double,
+/* ALiBi slope of head h of n (docs/methods.md#alibi, max_bias 8), in double,
  * written independently of the library. */
 static double ref_alibi_slope(int h, int n)
 {
@@ -63,7 +63,7 @@ static void print_err_note(double err, double tol)
  *   NT write-only:        out = b + 0*b, b a nonzero 1 MiB block reread
  *                         from cache (zero lines stream faster than data on
  *                         this host, so they would flatter the ceiling).
- * These are extra columns; %triad and %NT-store keep BENCH.md's meaning. */
+ * Extra columns; %triad and %NT-store keep their bench/README.md meaning. */
 struct stream_probe {
   float *buf, *src; /* src: NT write-only's repeated block, else NULL */
   int64_t n;        /* floats of buf */
@@ -483,7 +483,7 @@ void bench_attention(struct bench_pool *pool)
   for (a = 0; a < nh; a++)
     for (b = 0; b < nd; b++)
       for (c = 0; c < nn; c++)
-        /* torch joins at H=8, d=128: the shapes of BENCH.md's figures (its
+        /* torch joins at H=8, d=128, its shapes in bench/README.md (its
          * N x N score matrices make H=32 needlessly slow). */
         attn_shape(pool, hs[a], ns[c], ds[b],
                    peer_alive() && hs[a] == 8 && ds[b] == 128);
@@ -561,7 +561,7 @@ static int rope_run(struct bench_pool *pool, struct rope_var *v,
 }
 
 /* Default-scaling rotation of one [d] row at position p, float64:
- * angle_k = p * theta^(-2k/d) (methods.md 6), rotate-half pairs (k, k+d/2)
+ * angle_k = p * theta^(-2k/d) (docs/methods.md), rotate-half pairs (k, k+d/2)
  * or interleaved pairs (2k, 2k+1).  Returns max |ref - got|. */
 static double rope_ref_row(const float *before, const float *got, int d,
                            int64_t p, int interleaved)
@@ -823,7 +823,7 @@ void bench_bias(struct bench_pool *pool)
         continue;
       }
       /* Check 256 random cells against the formulas (ALiBi: -m_h |i-j|,
-       * methods.md 4; T5: the table row of the bucket). */
+       * docs/methods.md#alibi; T5: the table row of the bucket). */
       err[i] = 0;
       for (s = 0; s < 256; s++) {
         int hh, qi, kj;
@@ -878,7 +878,7 @@ struct enc_var {
   int failed;
 };
 
-/* Sinusoidal PE(t, c) in float64 (methods.md 1): pair k has frequency
+/* Sinusoidal PE(t, c) in float64 (docs/methods.md): pair k has frequency
  * base^(-2k/d); interleaved puts its sine at 2k and cosine at 2k+1, concat
  * at k and d/2 + k. */
 static double enc_ref(int64_t t, int64_t c, int64_t d, int concat)

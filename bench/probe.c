@@ -250,7 +250,7 @@ void bench_probes(struct bench_pool *pool, struct bench_machine *m)
   bench_section("roofline probes (%d threads, %s vectors; best repetition)",
                 nth, m->probe_isa);
   print_probe("FP32 FMA peak", &fma, "GFLOP/s",
-              "(BENCH.md: 116 at 1 thread, 226 at 2)");
+              "(bench/README.md: 116 at 1 thread, 226 at 2)");
   if (fma256.n) {
     print_probe("FP32 FMA, 256-bit", &fma256, "GFLOP/s",
                 "(the ceiling of AVX2 code)");
@@ -259,9 +259,9 @@ void bench_probes(struct bench_pool *pool, struct bench_machine *m)
     res_end();
   }
   print_probe("triad a=b+s*c", &triad, "GB/s",
-              "(BENCH.md: 20 at 1 thread, 40 at 2)");
+              "(bench/README.md: 20 at 1 thread, 40 at 2)");
   print_probe("triad, NT stores", &nt, "GB/s",
-              "(BENCH.md: 35 at 1 thread, 51 at 2)");
+              "(bench/README.md: 35 at 1 thread, 51 at 2)");
   printf("  Ceilings are the best repetition (load on the shared host only "
          "lowers one); short probes also run in every\n  round of the "
          "kernels below, and results.json keeps the best seen in the whole "

@@ -32,7 +32,7 @@ import time
 
 
 def alibi_slopes(n):
-    """methods.md 4.1 (max_bias 8), for any head count."""
+    """docs/methods.md#alibi (max_bias 8), for any head count."""
     p = 2 ** int(math.floor(math.log2(n)))
     s = [2.0 ** (-8.0 * (h + 1) / p) for h in range(p)]
     s += [2.0 ** (-4.0 * (2 * k + 1) / p) for k in range(n - p)]

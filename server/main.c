@@ -56,7 +56,7 @@ static int wait_idle(const sigset_t *set, double secs)
   return left;
 }
 
-/* The drain of API.md: stop accepting, let every open request finish
+/* docs/http.md#draining: stop accepting, let every open request finish
  * within --drain-s, then cut what remains.  A second signal cuts at once. */
 static void drain(const sigset_t *set)
 {

@@ -296,7 +296,7 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err);
 
 /* Find the tensor named by the dotted path ("q", "bias.table",
  * "bias.layers.0.weight"): first among the safetensors tensors, else in the
- * JSON params in any of the three forms of API.md.  Returns 1 and fills
+ * JSON params in any form of docs/http.md#tensors-in-json.  Returns 1 and fills
  * *out (any float dtype, or int32 from a safetensors body; data in the body
  * -- read-only -- or the arena), 0 when absent (an error if `required`), -1
  * on error with err naming the JSON pointer. */

@@ -218,7 +218,7 @@ AB_API enum ab_status ab_job_run_all(const ab_job_t *job);
 AB_API void ab_job_free(ab_job_t *job);
 
 /* ------------------------------------------------------------------------
- * Absolute position encodings (spec: methods.md 1, 2; README decisions).
+ * Absolute position encodings (docs/methods.md#absolute-encodings).
  * ------------------------------------------------------------------------ */
 enum ab_enc_method {
   AB_ENC_SINUSOIDAL = 0,
@@ -277,7 +277,7 @@ AB_API enum ab_status ab_encoding_add(float *x, int64_t rows, const float *enc,
                                       int64_t n, int64_t dim);
 
 /* ------------------------------------------------------------------------
- * RoPE (spec: methods.md 6-8, 10).
+ * RoPE (docs/methods.md#rope).
  * ------------------------------------------------------------------------ */
 enum ab_rope_type {
   AB_ROPE_DEFAULT = 0,
@@ -408,7 +408,7 @@ AB_API enum ab_status ab_rope_table_job(const struct ab_rope_params *p,
                                         ab_job_t **job);
 
 /* ------------------------------------------------------------------------
- * Attention-bias families (spec: methods.md 3-5, 9, 11).
+ * Attention-bias families (docs/methods.md#attention-biases).
  * ------------------------------------------------------------------------ */
 enum ab_bias_method {
   AB_BIAS_NONE = 0,
@@ -504,7 +504,7 @@ AB_API enum ab_status ab_bias_table_job(const struct ab_bias_params *p,
                                         ab_job_t **job);
 
 /* ------------------------------------------------------------------------
- * Attention (spec: methods.md 0).
+ * Attention (docs/methods.md#attention).
  *
  * scores = scale * q.k^T -> softcap c*tanh(s/c) -> + position bias
  *          -> + attn_bias -> masks (causal, window, kv_lens) to -inf

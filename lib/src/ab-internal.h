@@ -40,7 +40,7 @@ enum ab_status ab__fail(enum ab_status st, const char *arg, const char *fmt,
 /* ---- output writers ------------------------------------------------- */
 /* Outputs of at least this many bytes are written with non-temporal
  * stores (bias tables, encodings, RoPE into a separate output): half the
- * 32 MiB L3 of the reference machine (BENCH.md), past which the output
+ * 32 MiB L3 of the reference machine (bench/README.md), past which the output
  * cannot stay cached for its reader anyway, and streaming saves the
  * read-for-ownership of every output line. */
 #define AB__STREAM_BYTES ((int64_t)16 << 20)

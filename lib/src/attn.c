@@ -560,7 +560,7 @@ static enum ab_status apply_rope(struct attn_ctx *c,
     /* xPos scales q by zeta^(p/scale_base) and k by zeta^(-p/scale_base):
      * at |p| beyond ~36k one overflows float32 and the other underflows
      * (inf * 0).  Only the distances reach the logits, so both sides are
-     * taken relative to the middle of their positions (methods.md §10:
+     * taken relative to the middle of their positions (docs/methods.md#xpos:
      * centring cancels in q.k; rotations are relative as well). */
     if ((st = centre_positions(axes, s->Nq, s->Nk, &qpos, &qpos_own, &kpos,
                                &kpos_own)) != AB_STATUS_OK)

@@ -66,7 +66,7 @@ enum ab_status ab__bias_prepare(struct ab__bias *b,
                                 const struct ab_geometry *g);
 
 /* out[t] = bias(h, pq, j0 + t) for t < n: the position bias alone, no mask
- * (FIRE uses distance 0 for keys after the query, as the spec says).
+ * (FIRE uses distance 0 for keys after the query: docs/methods.md#fire).
  * Thread-safe; allocates nothing. */
 void ab__bias_row(const struct ab__bias *b, int64_t h, int64_t pq, int64_t j0,
                   int64_t n, float *out);

@@ -1,7 +1,7 @@
 /* bias.c: the attention-bias families -- none, ALiBi, T5 buckets, FIRE and
  * Kerple -- as full tables (ab_bias_table, ab_bias_table_job) and as the
  * resolved form fused attention evaluates row by row (bias-internal.h).
- * Spec: methods.md 3-5, 9, 11 and the README decisions. */
+ * Formulas and sources: docs/methods.md#attention-biases. */
 #include "bias-internal.h"
 #include "kernels/kernels.h"
 

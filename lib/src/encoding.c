@@ -1,7 +1,7 @@
 /* encoding.c: absolute position encodings -- sinusoidal (three layouts),
  * learned tables, and the didactic integer and binary encodings
- * (spec: methods.md 1, 2; README decisions "sinusoidal", "integer /
- * binary", "learned absolute"). */
+ * (docs/methods.md#absolute-encodings: sinusoidal, learned tables,
+ * integer and binary). */
 #include "ab-internal.h"
 #include "kernels/kernels.h"
 

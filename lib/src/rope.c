@@ -1,5 +1,5 @@
-/* rope.c: rotary position embeddings (spec: methods.md 6-8 and 10, the
- * decisions of spec/README.md) -- parameter validation in one place, the
+/* rope.c: rotary position embeddings (docs/methods.md#rope and its
+ * scaling types) -- parameter validation in one place, the
  * frequencies and attention factor of every scaling method, cos/sin tables,
  * and the apply / table jobs whose pieces a caller's pool may split. */
 #include "kernels/kernels.h"
@@ -244,7 +244,7 @@ static enum ab_status check_sections(const struct ab_rope_params *p,
 
 /* YaRN and LongRoPE: the original context length and the scaling factor.
  * An explicit factor wins; only when it is absent is it the ratio of the
- * two lengths (spec/README.md). */
+ * two lengths (docs/methods.md#yarn). */
 static enum ab_status check_orig_factor(const struct ab_rope_params *p,
                                         struct rope_plan *pl)
 {

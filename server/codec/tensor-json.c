@@ -1,6 +1,6 @@
 /* tensor-json.c: srv_codec_tensor -- a request's tensor, by dotted path,
  * from the safetensors part of the body or from the JSON parameters in any
- * of the three forms of API.md "Tensors in JSON":
+ * of the three forms of docs/http.md#tensors-in-json:
  *   [[1, 2], [3, 4]]                                nested, shape inferred
  *   {"shape": [2, 2], "data": [1, 2, 3, 4], "dtype": "float32"}
  *   {"shape": [2, 2], "dtype": "float16", "b64": "<little-endian bytes>"}

@@ -29,7 +29,7 @@ enum srv_ptype {
   SRV_PT_STR,       /* any string -> const char * (borrowed) */
   SRV_PT_ENUMS,     /* non-empty array of distinct strings among choices ->
                        unsigned bitmask of (1u << value) */
-  SRV_PT_TENSOR,    /* a tensor in any form of API.md, or a safetensors
+  SRV_PT_TENSOR,    /* a tensor in a form of docs/http.md, or a safetensors
                        entry of the dotted name -> struct ab_tensor
                        (data NULL when absent) */
   SRV_PT_INTS,      /* array of integers, each within [min, max] ->

@@ -307,7 +307,7 @@ PROBLEM_TYPE = re.compile(r"^https://attnbias\.dev/errors/[a-z0-9-]+$")
 
 
 def check_problem(r, statuses=(400,), field=None, field_prefix=None):
-    """r is an RFC 9457 problem of API.md with a status in `statuses` (one
+    """r is a problem+json (docs/http.md#errors) with a status in `statuses` (one
     status or several); `field` must equal, or start with `field_prefix`,
     when given.  Returns the problem."""
     if isinstance(statuses, int):

@@ -2,8 +2,8 @@
 
 Each test calls the server through api/python/attnbias_client.py the way a
 notebook would, and compares the result with a float64 numpy reference
-written here from the formulas of spec/methods.md (never with the server's
-own output), at the tolerances of spec/README.md.  It also checks that the
+written here from the formulas of docs/methods.md (never with the server's
+own output), at docs/methods.md's tolerances.  It also checks that the
 JSON and the safetensors transports give bit-identical results, that
 float16/float64 inputs and outputs keep their dtype, and that errors raise
 AttnbiasError naming the field.
@@ -54,11 +54,11 @@ def _client(server, **kw):
 
 
 # ===========================================================================
-# float64 references (spec/methods.md)
+# float64 references (docs/methods.md)
 # ===========================================================================
 
 def ref_sinusoidal(pos, dim, base=10000.0, layout="interleaved"):
-    """methods.md 1: the three sinusoidal layouts."""
+    """docs/methods.md#sinusoidal: the three layouts."""
     pos = np.asarray(pos, dtype=np.float64)[:, None]
     if layout == "tensor2tensor":
         half = dim // 2
@@ -119,7 +119,7 @@ def ref_rope_apply(x, pos, inv_freq, interleaved=False, scaling=1.0):
 
 
 def ref_alibi_slopes(n, max_bias=8.0):
-    """ggml form (methods.md 4.1)."""
+    """ggml form (docs/methods.md#alibi)."""
     n_log2 = 2 ** int(math.floor(math.log2(n)))
     m0 = 2.0 ** (-max_bias / n_log2)
     m1 = 2.0 ** (-(max_bias / 2) / n_log2)
@@ -198,7 +198,7 @@ def ref_attention(q, k, v, scale=None, causal=False, q_offset=None, bias=None,
     return w @ v, lse, w
 
 
-# The worked examples pin the references themselves to the spec's numbers,
+# The worked examples (docs/methods.md#worked-examples) pin the references,
 # so that a wrong reference cannot agree with a wrong server.
 def test_references_match_worked_examples():
     close(ref_sinusoidal([1], 8)[0, :4], [0.841471, 0.5403023, 0.09983342, 0.9950042], 1e-6)
@@ -236,7 +236,7 @@ def test_references_match_worked_examples():
 
 
 def _example12():
-    """worked-examples.md 12: q (1,3,2,4), k, v (1,4,1,4) in bshd, returned as bhsd."""
+    """docs/methods.md example 12: q (1,3,2,4), k, v (1,4,1,4) bshd, as bhsd."""
     q = ((np.arange(24) % 7) - 3) / 4
     k = ((np.arange(16) % 5) - 2) / 3
     v = (((3 * np.arange(16)) % 11) - 5) / 5
@@ -371,7 +371,7 @@ def test_bias(server):
 def test_attention(server):
     ab = _client(server)
     rng = np.random.default_rng(5)
-    # The worked example 12 (GQA 2:1, Nq=3 < Nk=4), bottom-right causal.
+    # Worked example 12 of docs/methods.md (GQA 2:1, Nq=3 < Nk=4), causal.
     q, k, v = _example12()
     r = ab.attention(q, k, v, causal=True, returns=["output", "lse", "weights"])
     want_o, want_l, want_w = ref_attention(q, k, v, causal=True)
@@ -456,7 +456,7 @@ def test_transports_agree(server):
     fire_bin = _client(server, transport="safetensors").bias(
         "fire", num_heads=2, q_len=5, k_len=5, causal=True, c=0.1, L=4.0, layers=layers)
     np.testing.assert_array_equal(fire_json, fire_bin)
-    # worked-examples.md 5: FIRE head 0, last row.
+    # docs/methods.md#example-5-fire: head 0, last row.
     close(fire_json[0, 4], [0.53, 0.3427876, 0.1405828, -0.07922634, -0.3], 1e-5, 1e-6, "fire")
     qs, ks, vs = q[:, :, :8], k[:, :2, :8], v[:, :2, :8]
     table = rng.standard_normal((32, 4)).astype(np.float32)

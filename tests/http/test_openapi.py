@@ -4,7 +4,7 @@ agrees with the server.
 Static checks: the YAML parses; it is OpenAPI 3.1-shaped (every $ref
 resolves, every operation has an operationId and responses, every error
 response is application/problem+json with the Problem schema, 405 carries
-Allow and 503 Retry-After, every error status of API.md has a component);
+Allow and 503 Retry-After, each error status of docs/http.md has a component);
 every request example validates against its request schema (a small JSON
 Schema validator lives below: python3-jsonschema is not a build package).
 The (method, path) set equals server/route/routes.def, and the routes that
@@ -263,7 +263,7 @@ def test_document_shape():
     assert len(refs) > 50, len(refs)
     for ref in refs:
         resolve(doc, ref)
-    # Components exist for every error status of API.md, as problem+json.
+    # A component for every error status of docs/http.md#errors, as problem+json.
     comps = doc["components"]["responses"]
     for status, name in ERROR_STATUSES.items():
         schema = comps[name]["content"]["application/problem+json"]["schema"]

@@ -117,7 +117,7 @@ def run_curl(server, cmds):
 def test_curl_examples(server):
     cmds = curl_commands()
     routes = {re.search(r"https?://[^/\s]+(/[^\s']*)", c).group(1) for c in cmds}
-    # One example per route at least (API.md's nine routes).
+    # One example per route at least (the nine of docs/http.md#routes).
     for path in ("/healthz", "/readyz", "/metrics", "/openapi.yaml", "/v1/methods",
                  "/v1/encodings", "/v1/rope", "/v1/bias", "/v1/attention"):
         assert path in routes, "README has no curl example for %s" % path

@@ -13,7 +13,7 @@ many concurrent hostile connections.  Then a seeded mutation fuzz of valid
 requests.
 
 After each group the server must still answer /healthz, every error must be
-a problem+json of API.md (with `field` where one field is to blame), no
+a problem+json of docs/http.md (with `field` where one field is to blame), no
 request may stay in flight, and repeating a batch must not grow the resident
 set (skipped under valgrind and ASan, whose own leak checks run when the
 harness stops the server: it must exit 0).

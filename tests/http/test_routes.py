@@ -1,9 +1,9 @@
 """test_routes.py: the /v1 routes of attnbiasd against float64 numpy
-references written here from spec/methods.md and spec/README.md (never
+references written here from docs/methods.md (never
 against the server's own output), in every request tensor form (nested,
 flat, b64, safetensors) and every response form (JSON, JSON+b64,
 safetensors, npy; PNG for /v1/bias); the worked examples of
-spec/worked-examples.md; the 400s with their `field` pointers; the 413
+docs/methods.md#worked-examples; the 400s with their `field` pointers; the 413
 budgets; X-Attnbias-Ignored; and GET /v1/methods checked against what the
 routes actually accept (every listed parameter is accepted and not reported
 as ignored, its range and choices are enforced at the listed pointer, and
@@ -39,7 +39,7 @@ RESPONSES = ("json", "b64", "safetensors", "npy")
 
 
 def _jnum(x):
-    """A float as JSON: non-finite values are strings (API.md)."""
+    """A float as JSON: non-finite values are strings (docs/http.md)."""
     x = float(x)
     if math.isnan(x):
         return "nan"
@@ -55,7 +55,7 @@ def _nested(a):
 
 
 def json_tensor(arr, form):
-    """One tensor in a JSON form of API.md (arr keeps its dtype for b64)."""
+    """One tensor in a JSON form of docs/http.md (arr keeps its dtype for b64)."""
     arr = np.asarray(arr)
     if form == "nested":
         return _nested(arr.astype(np.float64))
@@ -223,7 +223,7 @@ def each_form(server, route, params, tensors, outputs, check, pick_all=True):
 
 
 # ===========================================================================
-# float64 references (spec/methods.md, spec/README.md decisions)
+# float64 references (docs/methods.md, its formulas and decisions)
 # ===========================================================================
 
 def ref_sinusoidal(pos, dim, base=10000.0, layout="interleaved"):
@@ -540,7 +540,7 @@ def test_encodings_integer_count_and_x(server):
 
 
 def test_encodings_worked_examples(server):
-    # spec/worked-examples.md 1a-1e and 2 (printed to 7 digits).
+    # docs/methods.md#example-1-sinusoidal-encodings (1a-1e) and example 2.
     ex1a = [[0, 1, 0, 1, 0, 1, 0, 1],
             [0.841471, 0.5403023, 0.09983342, 0.9950042, 0.009999833, 0.99995, 0.0009999998, 0.9999995],
             [0.9092974, -0.4161468, 0.1986693, 0.9800666, 0.01999867, 0.9998, 0.001999999, 0.999998],
@@ -808,7 +808,7 @@ def test_rope_apply_xpos(server):
 
 
 def test_rope_worked_examples(server):
-    # spec/worked-examples.md 6-10.
+    # docs/methods.md#worked-examples 6-10.
     x = np.arange(1, 9, dtype=np.float32)[None, :]
     ex = {
         (False, 1): [-3.667053, 1.391008, 2.929851, 3.991998, 3.542983, 6.169692, 7.02965, 8.003996],
@@ -1360,7 +1360,7 @@ def test_attention_layouts_ranks_and_rope(server):
 
 
 def test_attention_worked_examples(server):
-    # spec/worked-examples.md 12: bshd, q (1,3,2,4), k, v (1,4,1,4), GQA.
+    # docs/methods.md#example-12-attention: bshd, q (1,3,2,4), k, v (1,4,1,4), GQA.
     q = ((np.arange(24) % 7 - 3) / 4).reshape(1, 3, 2, 4).astype(np.float32)
     k = ((np.arange(16) % 5 - 2) / 3).reshape(1, 4, 1, 4).astype(np.float32)
     v = (((3 * np.arange(16)) % 11 - 5) / 5).reshape(1, 4, 1, 4).astype(np.float32)

@@ -250,7 +250,7 @@ TEST(err_from_library_status)
 
 /* ---- routes ----------------------------------------------------------- */
 
-/* API.md "Routes", written out independently of routes.def. */
+/* docs/http.md#routes, written out independently of routes.def. */
 static const struct {
   const char *method, *path;
   int public_;

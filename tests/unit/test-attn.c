@@ -1,6 +1,6 @@
 /* test-attn.c: fused attention against a float64 reference written here
  * (naive softmax over the full score matrix) and against the worked
- * examples of spec/worked-examples.md section 12; options, layouts, dtypes,
+ * examples of docs/methods.md#example-12-attention; options, layouts, dtypes,
  * strides, GQA, masks, biases, RoPE, errors and memory growth.  Kernel
  * parity between ISAs is in test-attn-kernels.c. */
 #include "attn-internal.h"
@@ -453,7 +453,7 @@ static int run_case(const struct rcase *c, double rtol, double atol)
 #define RTOL 1e-5
 #define ATOL 1e-6
 
-/* ==== worked examples (spec/worked-examples.md section 12) ============= */
+/* ==== worked examples (docs/methods.md#example-12-attention) ========== */
 
 /* q [1,3,2,4], k [1,4,1,4], v [1,4,1,4] in BSHD, filled by flat index. */
 struct worked {
@@ -1576,7 +1576,7 @@ TEST(attn_rope_inside_vs_by_hand)
 
 TEST(attn_xpos_far_positions)
 {
-  /* At |p| > ~36k zeta^(p/512) alone overflows float32 (methods.md §10:
+  /* At |p| > ~36k zeta^(p/512) alone overflows float32 (docs/methods.md#xpos:
    * centring is for range only); attention must still see the logits of
    * the distances.  Plain RoPE alike. */
   static const int64_t shifts[] = {40000, 1000000, -1000000, 123456789};

@@ -1,5 +1,5 @@
 /* test-bias.c: the bias families (none, ALiBi, T5, FIRE, Kerple) against
- * worked-examples.md sections 3, 4, 5 and 11 and against float64 (T5:
+ * docs/methods.md worked examples 3, 4, 5 and 11 and against float64 (T5:
  * float32, as Hugging Face computes it) references written here; the
  * resolved row form attention uses; jobs; the table-writer kernels of
  * every ISA this CPU runs against the reference. */
@@ -16,7 +16,7 @@
  * Independent references
  * ====================================================================== */
 
-/* Mask predicate written from the README decisions (not ab__visible_keys). */
+/* Mask predicate written from docs/methods.md#masks (not ab__visible_keys). */
 static int ref_visible(int64_t pq, int64_t j, int causal, int64_t wl,
                        int64_t wr)
 {
@@ -143,7 +143,7 @@ static void fire_params(const struct fire_def *f, struct fire_store *s,
   p->layers = s->layers;
 }
 
-/* worked-examples.md 5 */
+/* docs/methods.md#example-5-fire */
 static const double fire_W1[3] = {1.0, -0.5, 2.0}, fire_b1[3] = {0, 0.5, -0.2};
 static const double fire_W2[6] = {0.3, -0.7, 0.1, -0.2, 0.4, 0.5};
 static const double fire_b2[2] = {0.05, -0.1};
@@ -484,7 +484,7 @@ TEST(t5_buckets_worked_3)
   return 0;
 }
 
-/* Edges of methods.md 15.5: 0, +-(max_exact-1), +-max_exact,
+/* Edges of docs/methods.md#t5-buckets: 0, +-(max_exact-1), +-max_exact,
  * +-max_distance and beyond, for both directions. */
 TEST(t5_bucket_edges)
 {

@@ -1,12 +1,12 @@
-/* test-encoding.c: absolute position encodings against worked-examples.md
- * section 1-2 and float64 references written here from methods.md. */
+/* test-encoding.c: absolute position encodings against docs/methods.md's worked
+ * examples 1-2 and float64 references written here from its formulas. */
 #include "attnbias.h"
 #include "test.h"
 
 #define RTOL 1e-5
 #define ATOL 1e-6
 
-/* ---- float64 references (methods.md 1) -------------------------------- */
+/* ---- float64 references (docs/methods.md#sinusoidal) ------------------ */
 
 /* Interleaved (paper): col 2k sin, 2k+1 cos, freq base^(-2k/d). */
 static double ref_interleaved(double p, int64_t c, int64_t d, double base)
@@ -591,7 +591,7 @@ TEST(encoding_job_many_pieces)
 /* ---- outputs past the cache (written with streaming stores) ------------ */
 
 /* Max |got - want| / max(1, |want|) over rows 0..3, n/2 and n-1 entirely
- * and `extra` random cells, want from ref (methods.md 1). */
+ * and `extra` random cells, want from ref (docs/methods.md#sinusoidal). */
 static double sampled_err(const float *got, const double *pos, int64_t n,
                           int64_t d, double (*ref)(double, int64_t, int64_t,
                                                    double),

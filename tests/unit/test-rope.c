@@ -1,8 +1,8 @@
 /* test-rope.c: the RoPE family -- every rope_type's frequencies, apply in
  * both pairings and layouts, tables, xPos, multi-axis, errors, jobs and the
  * SIMD kernels' parity with the reference.  Expected values come from
- * spec/worked-examples.md (sections 6-10) or from the float64 reference
- * written below, straight from the formulas of spec/methods.md. */
+ * docs/methods.md#worked-examples (6-10) or from the float64 reference
+ * written below, straight from the formulas of docs/methods.md#rope. */
 #include "attnbias.h"
 #include "kernels/kernels.h"
 #include "test-util.h"
@@ -44,7 +44,7 @@ static void ref_default(double *inv, int64_t r, double base)
     inv[f] = 1.0 / pow(base, 2.0 * (double)f / (double)r);
 }
 
-/* YaRN per methods.md 7.4. */
+/* YaRN per docs/methods.md#yarn. */
 static double ref_yarn(double *inv, int64_t r, double base, double s,
                        double orig, double beta_fast, double beta_slow,
                        int truncate)
@@ -72,7 +72,7 @@ static double ref_yarn(double *inv, int64_t r, double base, double s,
   return s > 1 ? 0.1 * log(s) + 1 : 1.0;
 }
 
-/* Llama-3 per methods.md 7.5. */
+/* Llama-3 per docs/methods.md#llama3. */
 static void ref_llama3(double *inv, int64_t r, double base, double factor,
                        double lo_f, double hi_f, double orig)
 {
@@ -172,7 +172,7 @@ TEST(rope_params_defaults)
   return 0;
 }
 
-/* ==== frequencies (worked-examples 6, 7) ================================= */
+/* ==== frequencies (docs/methods.md worked examples 6, 7) ================= */
 
 TEST(rope_default_inv_freq)
 {
@@ -592,7 +592,7 @@ TEST(rope_relative_property)
   return 0;
 }
 
-/* methods.md 15.3: permuting channels [0,2,4,..,1,3,5,..] turns the
+/* docs/methods.md#pairing: permuting channels [0,2,4,..,1,3,5,..] turns the
  * interleaved pairing into rotate-half: half(P x) == P(interleaved(x)). */
 TEST(rope_interleaved_half_permutation)
 {

@@ -39,7 +39,7 @@ enum ab__attn_mode {
 };
 
 /* One tile of transposed scores and what turns them into probabilities.
- * Score (i, j) for row i < m and tile key j < nk, in the order of the spec:
+ * Score (i, j) of row i < m and tile key j < nk (docs/methods.md#score-order):
  *   x = s[j*ld + i]                       (scale already folded into q)
  *   x = softcap * tanh(x)                 if softcap > 0 (q was divided by it)
  *   x += bptr[i][-j]                      if bptr (translation-invariant bias)
