@@ -106,10 +106,11 @@ T5_RELS = [-200, -128, -127, -64, -32, -20, -16, -9, -8, -7, -1, 0, 1, 2, 7,
            8, 9, 15, 16, 20, 32, 64, 127, 128, 200]
 
 
-def t5_bucket(rel, nb=32, bidirectional=True, md=128):
+def t5_bucket(rel, nb=32, bidirectional=True, md=128, float32=True):
     """rel = key - query.  The log step in float32 as HF computes it: the
     float32 ratio n / max_exact, its float32 log, divided by the float32 of
-    the double log(md / max_exact), times the bucket span, truncated."""
+    the double log(md / max_exact), times the bucket span, truncated.
+    float32=False takes that step in double instead (not HF's numbers)."""
     ret = 0
     if bidirectional:
         nb //= 2
@@ -120,8 +121,11 @@ def t5_bucket(rel, nb=32, bidirectional=True, md=128):
     me = nb // 2
     if n < me:
         return ret + n
-    f32 = np.float32
-    v = (np.log(f32(n) / f32(me)) / f32(math.log(md / me))) * f32(nb - me)
+    if float32:
+        f32 = np.float32
+        v = (np.log(f32(n) / f32(me)) / f32(math.log(md / me))) * f32(nb - me)
+    else:
+        v = math.log(n / me) / math.log(md / me) * (nb - me)
     return ret + min(me + int(v), nb - 1)
 
 
@@ -163,35 +167,21 @@ def ex_3f():
                      t5_bucket(1000, bidirectional=False)])
 
 
+T5_EDGES = [(-64, 32, True, 128), (-10, 20, True, 160), (10, 20, True, 160),
+            (-20, 20, True, 160), (-80, 20, True, 160), (-10, 10, False, 160)]
+
+
 @example("3g")
 def ex_3g():
     """The float32 step lands on integers where double rounds below."""
-    f32 = [t5_bucket(-64), t5_bucket(-10, 20, True, 160),
-           t5_bucket(10, 20, True, 160), t5_bucket(-20, 20, True, 160),
-           t5_bucket(-80, 20, True, 160), t5_bucket(-10, 10, False, 160)]
-    return np.array(f32)
+    return np.array([t5_bucket(*e) for e in T5_EDGES])
 
 
 @example("3h")
 def ex_3h():
     """The same six buckets with the log step in double (what HF does not
-    do): three of them land one lower."""
-    def dbl(rel, nb, bidi, md):
-        ret = 0
-        if bidi:
-            nb //= 2
-            ret = nb if rel > 0 else 0
-            n = abs(rel)
-        else:
-            n = max(-rel, 0)
-        me = nb // 2
-        if n < me:
-            return ret + n
-        v = math.log(n / me) / math.log(md / me) * (nb - me)
-        return ret + min(me + int(v), nb - 1)
-    return np.array([dbl(-64, 32, True, 128), dbl(-10, 20, True, 160),
-                     dbl(10, 20, True, 160), dbl(-20, 20, True, 160),
-                     dbl(-80, 20, True, 160), dbl(-10, 10, False, 160)])
+    do): the last five land one lower."""
+    return np.array([t5_bucket(*e, float32=False) for e in T5_EDGES])
 
 
 # ===========================================================================

@@ -203,35 +203,49 @@ def page_blocks():
     return blocks
 
 
+def mismatches(blocks, examples):
+    """Sentences for every example whose printed numbers (7 significant
+    digits) are not the script's float64 values."""
+    out = []
+    if set(blocks) != set(examples):
+        out.append("on the page only: %s; in the script only: %s" % (
+            sorted(set(blocks) - set(examples)), sorted(set(examples) - set(blocks))))
+    for eid in sorted(set(blocks) & set(examples)):
+        want = np.ravel(np.asarray(examples[eid](), dtype=np.float64))
+        got = np.asarray(blocks[eid])
+        if got.shape != want.shape:
+            out.append("example %s: %d numbers, the script %d" % (eid, got.size, want.size))
+            continue
+        for g, w in zip(got, want):
+            if math.isnan(w) or math.isinf(w):
+                ok = g == w or (math.isnan(g) and math.isnan(w))
+            else:                        # within half a unit of the 7th digit
+                ok = abs(g - w) <= 5.01e-7 * abs(w)
+            if not ok:
+                out.append("example %s: the page says %r, the script computes %r"
+                           % (eid, g, w))
+    return out
+
+
 def test_worked_examples_match_the_script():
     we = worked_examples()
-    blocks = page_blocks()
-    assert set(blocks) == set(we.EXAMPLES), (
-        "on the page only: %s; in the script only: %s" % (
-            sorted(set(blocks) - set(we.EXAMPLES)),
-            sorted(set(we.EXAMPLES) - set(blocks))))
-    for eid, fn in we.EXAMPLES.items():
-        want = np.ravel(np.asarray(fn(), dtype=np.float64))
-        got = np.asarray(blocks[eid])
-        assert got.shape == want.shape, "example %s: %d numbers, the script %d" % (
-            eid, got.size, want.size)
-        # 7 significant digits: within half a unit of the 7th digit.
-        for g, w in zip(got, want):
-            if math.isinf(w) or math.isnan(w):
-                assert g == w or (math.isnan(g) and math.isnan(w)), (eid, g, w)
-            else:
-                assert abs(g - w) <= 5.01e-7 * abs(w) + 1e-300, (
-                    "example %s: the page says %r, the script computes %r" % (eid, g, w))
+    bad = mismatches(page_blocks(), we.EXAMPLES)
+    assert not bad, "\n".join(bad)
     we.self_checks()
 
 
-def test_page_numbers_are_not_all_trivial():
-    """The comparison above is meaningful: a block perturbed in its 6th
-    digit no longer matches."""
+def test_worked_example_check_catches_a_wrong_digit():
+    """A number off in its 6th significant digit, a missing number or a
+    missing block is reported."""
     we = worked_examples()
-    w = float(we.EXAMPLES["6-half-1"]()[0])
-    perturbed = w * (1 + 2e-6)
-    assert abs(perturbed - w) > 5.01e-7 * abs(w)
+    blocks = page_blocks()
+    wrong = dict(blocks, **{"6-half-1": [blocks["6-half-1"][0] * (1 + 2e-6)]
+                            + blocks["6-half-1"][1:]})
+    assert any("6-half-1" in m for m in mismatches(wrong, we.EXAMPLES))
+    short = dict(blocks, **{"12c-w0": blocks["12c-w0"][:-1]})
+    assert any("12c-w0" in m for m in mismatches(short, we.EXAMPLES))
+    gone = {k: v for k, v in blocks.items() if k != "9"}
+    assert mismatches(gone, we.EXAMPLES)
 
 
 # ===========================================================================
