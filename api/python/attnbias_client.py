@@ -655,7 +655,9 @@ class Client:
                 (T5 buckets are int32 ``[q_len, k_len]``); with both, a dict.
             **params: ``causal``, ``q_offset``, and the method's parameters:
                 alibi ``max_bias`` / ``slopes``; t5 ``table``
-                ``[num_buckets, num_heads]``, ``bidirectional``,
+                ``[num_buckets, num_heads]`` (not needed for
+                ``returns=["buckets"]``: ``relative_attention_num_buckets``,
+                default 32, sizes them), ``bidirectional``,
                 ``relative_attention_max_distance``; fire ``c``, ``L``,
                 ``eps``, ``layers=[{"weight": W, "bias": b}, ...]``; kerple
                 ``variant`` (``"log"``/``"power"``), ``r1``, ``r2``.
