@@ -598,8 +598,8 @@ class Client:
         return self._unwrap(self.request("/v1/encodings", dict(
             method=method, positions=positions, dim=dim, x=x, table=table, **params)))
 
-    def rope(self, positions, head_dim=None, *, q=None, k=None, config=None,
-             **params):
+    def rope(self, positions=None, head_dim=None, *, q=None, k=None,
+             config=None, **params):
         """Rotary position embedding (``POST /v1/rope``).
 
         Without ``q``/``k`` returns the tables as a dict: ``inv_freq``
@@ -611,7 +611,9 @@ class Client:
         Args:
             positions: ``n`` (positions ``0..n-1``), a list of positions, or
                 ``[3, n]`` t/h/w rows (multi-axis, with ``mrope_section``) /
-                ``[2, n]`` row/column rows (``vision2d``).
+                ``[2, n]`` row/column rows (``vision2d``).  May be left out
+                with ``q``/``k``: then ``0..n-1`` along their sequence axis
+                (``vision2d`` excepted).
             head_dim: channels per head.
             q, k: arrays whose sequence axis has length n (``layout``
                 ``"bhsd"`` by default, ``"bshd"`` allowed; rank 2..4).

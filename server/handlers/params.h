@@ -265,7 +265,8 @@ int srv_rope_parse(const struct srv_pctx *pc, const json_t *obj,
 
 /* Read positions (SRV_PT_POSITIONS json) for n_axes axes into an arena
  * array [n_axes, n] (int64).  want_n > 0 fixes the token count (it must
- * match a list).  An integer form means 0..n-1 on every axis; a flat list
+ * match a list).  An integer form means 0..n-1 on every axis, and so does
+ * j NULL with want_n (the default of /v1/rope with q or k); a flat list
  * is used for every axis (text tokens of multi-axis RoPE) unless
  * flat_ok is 0.  field is the member's JSON pointer.  Sets *n_out and
  * *max_out (largest position).  -1 with err. */

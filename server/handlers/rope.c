@@ -76,8 +76,10 @@ static const struct srv_choice layouts[] = {
     {NULL, 0, NULL}};
 
 static const struct srv_param rope_request[] = {
-    {.name = "positions", .type = SRV_PT_POSITIONS, .flags = SRV_PF_REQ,
-     .off = RQ(positions),
+    {.name = "positions", .type = SRV_PT_POSITIONS, .off = RQ(positions),
+     .def_rule = "with q or k: 0..n-1 along their sequence axis (every axis "
+                 "of multi-axis RoPE, as the count n); required without "
+                 "them, and for vision2d",
      .desc = "n (0..n-1), a list [n], or [axes, n] rows for multi-axis RoPE "
              "([3, n] t/h/w with mrope_section, [2, n] row/column for "
              "vision2d); integers, may be negative"},
@@ -429,8 +431,9 @@ int srv_rope_positions(struct srv_call *c, const json_t *j, const char *field,
 {
   const json_t *first = json_is_array(j) ? json_array_get(j, 0) : NULL;
   int nested = first && json_is_array(first);
-  int64_t n = nested ? (int64_t)json_array_size(first)
-                     : srv_positions_count(j);
+  int64_t n = !j       ? want_n
+              : nested ? (int64_t)json_array_size(first)
+                       : srv_positions_count(j);
   int64_t *pos, mx = INT64_MIN, a, i;
 
   if (n < 1)
@@ -578,8 +581,20 @@ int srv_h_rope(struct srv_call *c, struct srv_err *err)
                     "xpos has no table form (q and k decay in opposite "
                     "directions): send q and/or k to rotate");
 
+  /* Without positions, q/k's sequence length n stands for the count n:
+   * 0..n-1, on every axis of multi-axis RoPE (text tokens).  The tables
+   * have no n without them, and a vision2d grid has no default order. */
+  if (!rq->positions && !have_qk)
+    return srv_fail(err, 400, "/positions",
+                    "positions is required without q or k: n (for 0..n-1), "
+                    "a list, or [axes, n] rows");
+  if (!rq->positions && rq->cfg.p.rope_type == AB_ROPE_VISION2D)
+    return srv_fail(err, 400, "/positions",
+                    "vision2d needs positions [2, n] (each token's row and "
+                    "column); there is no default grid");
+
   /* Budget before allocating anything sized by the request. */
-  n = srv_positions_count(rq->positions);
+  n = rq->positions ? srv_positions_count(rq->positions) : want_n;
   temp = 8.0 * (double)n * rq->cfg.n_axes;
   if (have_qk) {
     for (i = 0; i < 2; i++)

@@ -1037,6 +1037,57 @@ def test_rope_longrope_lists_stay_double_near_4096(server):
                  "rope.rope_scaling.long_factor": long_}))
     close(r.out["output"], want, what="attention")
 
+
+def _seq_last(x, layout):
+    """x with its sequence axis moved next to the last (bshd -> bhsd)."""
+    return np.swapaxes(x, -3, -2) if layout == "bshd" and x.ndim > 2 else x
+
+
+def test_rope_positions_default_to_the_sequence_axis(server):
+    """q and/or k without positions: 0..n-1 along the sequence axis of the
+    layout and rank, bit-identical to sending them; multi-axis RoPE reads
+    it as the count n (every axis: text tokens, i.e. 1-D RoPE); vision2d,
+    and tables without q or k, still need positions."""
+    g = rng(21)
+    S = 6
+    sc = {"factor": 4, "original_max_position_embeddings": 64}
+    req = {"head_dim": 16, "rope_scaling": dict(sc, rope_type="yarn")}
+    inv, att, ang, rot = _rope_ref(req, "yarn", sc, list(range(S)), None)
+    shapes = [("bhsd", (2, 3, S, 16)), ("bshd", (2, S, 3, 16)), ("bhsd", (3, S, 16)),
+              ("bshd", (S, 3, 16)), ("bhsd", (S, 16)), ("bshd", (S, 16))]
+    for layout, shape in shapes:
+        what = "%s %s" % (layout, shape)
+        x, y = (g.normal(size=shape).astype(np.float32) for _ in range(2))
+        r = ok(call(server, "/v1/rope", dict(req, layout=layout), {"q": x, "k": y}), what)
+        for name, t in (("q", x), ("k", y)):
+            want = _seq_last(ref_rope_apply(_seq_last(t, layout), ang, att, False), layout)
+            close(r.out[name], want, what="%s %s" % (what, name))
+        same = ok(call(server, "/v1/rope", dict(req, layout=layout, positions=list(range(S))),
+                       {"q": x, "k": y}), what)
+        for name in ("q", "k"):
+            assert np.array_equal(r.out[name], same.out[name]), what
+    # k alone, and xpos (q and k decay with their own positions).
+    y = g.normal(size=(2, S, 16)).astype(np.float32)
+    r = ok(call(server, "/v1/rope", req, {"k": y}))
+    close(r.out["k"], ref_rope_apply(y, ang, att, False), what="k alone")
+    xp = {"head_dim": 16, "rope_scaling": {"rope_type": "xpos"}}
+    r = ok(call(server, "/v1/rope", xp, {"q": y, "k": y}))
+    same = ok(call(server, "/v1/rope", dict(xp, positions=list(range(S))), {"q": y, "k": y}))
+    assert np.array_equal(r.out["q"], same.out["q"]) and np.array_equal(r.out["k"], same.out["k"])
+    # M-RoPE: the count n, every axis 0..n-1 -- 1-D RoPE.
+    mr = {"head_dim": 16, "rope_scaling": {"rope_type": "default", "mrope_section": [2, 3, 3]}}
+    r = ok(call(server, "/v1/rope", mr, {"q": y}))
+    for pos in (S, [list(range(S))] * 3):
+        same = ok(call(server, "/v1/rope", dict(mr, positions=pos), {"q": y}))
+        assert np.array_equal(r.out["q"], same.out["q"]), pos
+    inv1, _ = ref_rope_inv_freq(16)
+    close(r.out["q"], ref_rope_apply(y, ref_angles(list(range(S)), inv1), 1.0, False), what="mrope")
+    # Still required: a vision grid has no default order; tables have no n.
+    bad(call(server, "/v1/rope", {"head_dim": 16, "rope_scaling": {"rope_type": "vision2d"}},
+             {"q": y}), "/positions")
+    bad(call(server, "/v1/rope", {"head_dim": 16}), "/positions")
+
+
 # ===========================================================================
 # /v1/bias
 # ===========================================================================

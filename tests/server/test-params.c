@@ -531,6 +531,54 @@ TEST(params_rope_positions_forms)
                                   1, 1, 4, &pos, &n, &mx, &err),
                -1);
   CHECK(strstr(err.detail, "3 positions") != NULL);
+  /* No positions: the count form of the tensors' n, on every axis. */
+  CHECK_EQ_I64(srv_rope_positions(&c, NULL, "/p", 3, 1, 4, &pos, &n, &mx,
+                                  &err),
+               0);
+  CHECK_EQ_I64(n, 4);
+  CHECK_EQ_I64(mx, 3);
+  CHECK(pos[0] == 0 && pos[3] == 3 && pos[4] == 0 && pos[11] == 3);
+  call_free(&c);
+  return 0;
+}
+
+/* /v1/rope with q but no positions rotates q at 0..n-1 along its sequence
+ * axis: here [S, H, D] in bshd, so n = 3 and row s of every head turns by
+ * s * inv_freq.  Without q or k, and for vision2d, positions stay
+ * required. */
+TEST(params_rope_default_positions)
+{
+  struct srv_call c;
+  struct srv_err err;
+  const float *got;
+  double ang, want;
+  int s, h, k;
+
+  call_init(&c, "{\"layout\": \"bshd\", \"q\": [[[1, 0, 0, 0], [0, 0, 1, 0]], "
+                "[[1, 0, 0, 0], [0, 0, 1, 0]], [[1, 0, 0, 0], [0, 0, 1, 0]]]}");
+  CHECK_EQ_I64(srv_h_rope(&c, &err), 0);
+  CHECK_EQ_I64(c.njobs, 1);
+  CHECK_OK(ab_job_run_all(c.jobs[0]));
+  got = c.outputs[0].t.data;
+  /* head 0 holds x0 = 1 (pair 0: x0, x2), head 1 x2 = 1. */
+  for (s = 0; s < 3; s++)
+    for (h = 0; h < 2; h++)
+      for (k = 0; k < 4; k++) {
+        ang = s * 1.0; /* pair 0: inv_freq 1 */
+        want = h == 0 ? (k == 0 ? cos(ang) : k == 2 ? sin(ang) : 0)
+                      : (k == 0 ? -sin(ang) : k == 2 ? cos(ang) : 0);
+        CHECK_CLOSE(got[(s * 2 + h) * 4 + k], want, 1e-6, 1e-7);
+      }
+  call_free(&c);
+
+  call_init(&c, "{\"head_dim\": 8}");
+  CHECK_EQ_I64(srv_h_rope(&c, &err), -1);
+  CHECK_STR(err.field, "/positions");
+  call_free(&c);
+  call_init(&c, "{\"rope_scaling\": {\"rope_type\": \"vision2d\"}, "
+                "\"q\": [[1, 0, 0, 0, 0, 0, 0, 0]]}");
+  CHECK_EQ_I64(srv_h_rope(&c, &err), -1);
+  CHECK_STR(err.field, "/positions");
   call_free(&c);
   return 0;
 }
