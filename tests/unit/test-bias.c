@@ -149,22 +149,29 @@ static const double fire_W2[6] = {0.3, -0.7, 0.1, -0.2, 0.4, 0.5};
 static const double fire_b2[2] = {0.05, -0.1};
 static const double fire_W2b[3] = {0.3, -0.7, 0.1}, fire_b2b[1] = {0.05};
 
-static struct fire_def fire_worked(void)
+/* FIRE with an MLP 1 -> hidden -> out (eps 0). */
+static struct fire_def fire_two_layers(int hidden, int out, const double *W1,
+                                       const double *b1, const double *W2,
+                                       const double *b2, double c, double L)
 {
   struct fire_def f;
   memset(&f, 0, sizeof f);
   f.n_layers = 2;
   f.dims[0] = 1;
-  f.dims[1] = 3;
-  f.dims[2] = 2;
-  f.W[0] = fire_W1;
-  f.b[0] = fire_b1;
-  f.W[1] = fire_W2;
-  f.b[1] = fire_b2;
-  f.c = 0.1;
-  f.L = 4;
-  f.eps = 0;
+  f.dims[1] = hidden;
+  f.dims[2] = out;
+  f.W[0] = W1;
+  f.b[0] = b1;
+  f.W[1] = W2;
+  f.b[1] = b2;
+  f.c = c;
+  f.L = L;
   return f;
+}
+
+static struct fire_def fire_worked(void)
+{
+  return fire_two_layers(3, 2, fire_W1, fire_b1, fire_W2, fire_b2, 0.1, 4);
 }
 
 /* A reference table of any family: value(h, pq, j) or -inf when masked. */
@@ -210,16 +217,17 @@ static double fire_fn(const void *ctx, int64_t h, int64_t pq, int64_t j)
   return ref_fire(ctx, h, pq, j);
 }
 
+/* Kerple in float64 (float32 parameters are passed widened). */
 struct kerple_ref {
-  const float *r1, *r2;
+  const double *r1, *r2;
   int power;
 };
 static double kerple_fn(const void *ctx, int64_t h, int64_t pq, int64_t j)
 {
   const struct kerple_ref *k = ctx;
   const double d = fabs((double)(pq - j));
-  return k->power ? -(double)k->r1[h] * pow(d, k->r2[h])
-                  : -(double)k->r1[h] * log(1.0 + k->r2[h] * d);
+  return k->power ? -k->r1[h] * pow(d, k->r2[h])
+                  : -k->r1[h] * log(1.0 + k->r2[h] * d);
 }
 
 static double zero_fn(const void *ctx, int64_t h, int64_t pq, int64_t j)
@@ -1056,24 +1064,13 @@ TEST(fire_float64_layers_keep_their_digits)
   static const double W1[2] = {1.0, 1.0000001}, b1[2] = {0.1, 0.1000001};
   static const double W2[2] = {1000.0, -1000.0}, b2[1] = {0.25};
   double W1f[2], b1f[2], a, b, worst = 0;
-  struct fire_def f, ff;
+  struct fire_def f = fire_two_layers(2, 1, W1, b1, W2, b2, 0.5, 8), ff;
   struct fire_store s;
   struct ab_bias_params p;
   struct ab_geometry g;
   int64_t pq, t;
   int i;
 
-  memset(&f, 0, sizeof f);
-  f.n_layers = 2;
-  f.dims[0] = 1;
-  f.dims[1] = 2;
-  f.dims[2] = 1;
-  f.W[0] = W1;
-  f.b[0] = b1;
-  f.W[1] = W2;
-  f.b[1] = b2;
-  f.c = 0.5;
-  f.L = 8;
   fire_params(&f, &s, &p, 3);
   ab_geometry_init(&g, 20, 20);
   g.causal = 1;
@@ -1083,9 +1080,7 @@ TEST(fire_float64_layers_keep_their_digits)
     W1f[i] = (double)(float)W1[i];
     b1f[i] = (double)(float)b1[i];
   }
-  ff = f;
-  ff.W[0] = W1f;
-  ff.b[0] = b1f;
+  ff = fire_two_layers(2, 1, W1f, b1f, W2, b2, 0.5, 8);
   for (pq = 1; pq < 20; pq++)
     for (t = 1; t <= pq; t++) {
       a = ref_fire(&f, 0, pq, pq - t);
@@ -1134,8 +1129,9 @@ TEST(kerple_worked_11)
 TEST(kerple_heads_vs_reference_and_errors)
 {
   const float r1[3] = {0.5f, 2.0f, 1.25f}, r2[3] = {0.1f, 2.0f, 1.0f};
+  const double r1d[3] = {0.5, 2.0, 1.25}, r2d[3] = {(double)0.1f, 2.0, 1.0};
   float bad[3] = {1.0f, 2.5f, 1.0f}, t[3 * 4 * 4];
-  struct kerple_ref ref = {r1, r2, 0};
+  struct kerple_ref ref = {r1d, r2d, 0};
   struct ab_bias_params p;
   struct ab_geometry g;
   int power;
@@ -1178,18 +1174,6 @@ TEST(kerple_heads_vs_reference_and_errors)
   return 0;
 }
 
-struct kerple_ref64 {
-  const double *r1, *r2;
-  int power;
-};
-static double kerple64_fn(const void *ctx, int64_t h, int64_t pq, int64_t j)
-{
-  const struct kerple_ref64 *k = ctx;
-  const double d = fabs((double)(pq - j));
-  return k->power ? -k->r1[h] * pow(d, k->r2[h])
-                  : -k->r1[h] * log(1.0 + k->r2[h] * d);
-}
-
 /* Kerple runs in double: r1_f64, r2_f64 keep their digits.  At distances
  * near 2^40 the power variant's d^r2 turns a float32 rounding of r2 into a
  * relative error of about 1.3e-6 (checked here, so the comparison can
@@ -1199,7 +1183,7 @@ TEST(kerple_f64_parameters)
   const double r1[2] = {0.7, 1.1}, r2[2] = {1.3, 1.7};
   const double r2f[2] = {(double)(float)1.3, (double)(float)1.7};
   const float r1f[2] = {0.7f, 1.1f};
-  struct kerple_ref64 ref = {r1, r2, 1}, narrow = {r1, r2f, 1};
+  struct kerple_ref ref = {r1, r2, 1}, narrow = {r1, r2f, 1};
   struct ab_bias_params p;
   struct ab_geometry g;
   double a, worst = 0;
@@ -1214,16 +1198,16 @@ TEST(kerple_f64_parameters)
   p.r2_f64 = r2;
   ab_geometry_init(&g, 2, 3);
   g.q_offset = (int64_t)1 << 40;
-  CHECK(!table_vs_ref(&p, &g, kerple64_fn, &ref, 3e-7, 0));
+  CHECK(!table_vs_ref(&p, &g, kerple_fn, &ref, 3e-7, 0));
   for (h = 0; h < 2; h++) {
-    a = kerple64_fn(&ref, h, g.q_offset, 0);
-    worst = fmax(worst, fabs(kerple64_fn(&narrow, h, g.q_offset, 0) - a) /
+    a = kerple_fn(&ref, h, g.q_offset, 0);
+    worst = fmax(worst, fabs(kerple_fn(&narrow, h, g.q_offset, 0) - a) /
                             fabs(a));
   }
   CHECK(worst > 1e-6);
   p.kerple_power = 0;
   ref.power = 0;
-  CHECK(!table_vs_ref(&p, &g, kerple64_fn, &ref, 3e-7, 0));
+  CHECK(!table_vs_ref(&p, &g, kerple_fn, &ref, 3e-7, 0));
   p.r1 = r1f; /* both forms of one array */
   CHECK_FAILS(ab_bias_table(&p, &g, t, NULL), AB_STATUS_INVALID_ARG, "r1");
   return 0;
@@ -1255,7 +1239,8 @@ TEST(windows_all_methods)
                             {0, 0},   {3, 2},  {0, -1}, {100, 100}};
   const int64_t offs[3] = {-1000, -6, 20};
   const float r1[2] = {1.0f, 0.5f}, r2[2] = {0.5f, 1.5f};
-  struct kerple_ref kref = {r1, r2, 1};
+  const double r1d[2] = {1.0, 0.5}, r2d[2] = {0.5, 1.5};
+  struct kerple_ref kref = {r1d, r2d, 1};
   float slopes[2], t5tab[16 * 2];
   double t5d[16 * 2];
   const int64_t shape[2] = {16, 2};

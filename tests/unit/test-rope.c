@@ -130,6 +130,21 @@ static void fill_random(float *f, double *d, int64_t n)
   }
 }
 
+/* LongRoPE over head_dim D: the two lists, the original and the full
+ * context length (the default factor is their ratio). */
+static void longrope_params(struct ab_rope_params *p, int64_t D,
+                            const double *sf, const double *lf, int64_t orig,
+                            int64_t max_pos)
+{
+  ab_rope_params_init(p);
+  p->head_dim = D;
+  p->rope_type = AB_ROPE_LONGROPE;
+  p->short_factor = sf;
+  p->long_factor = lf;
+  p->original_max_position_embeddings = orig;
+  p->max_position_embeddings = max_pos;
+}
+
 static const double g_x8[8] = {1, 2, 3, 4, 5, 6, 7, 8};
 
 /* ==== names and defaults =============================================== */
@@ -434,13 +449,7 @@ TEST(rope_longrope_inv_freq)
   double inv[8], att;
   int i;
 
-  ab_rope_params_init(&p);
-  p.head_dim = 16;
-  p.rope_type = AB_ROPE_LONGROPE;
-  p.short_factor = sf;
-  p.long_factor = lf;
-  p.original_max_position_embeddings = 64;
-  p.max_position_embeddings = 256;
+  longrope_params(&p, 16, sf, lf, 64, 256);
   CHECK_OK(ab_rope_inv_freq(&p, 32, inv, &att));
   CHECK_CLOSE(att, 1.154701, RTOL, 0);
   CHECK_CLOSE(att, sqrt(1 + log(4.0) / log(64.0)), 1e-12, 0);
@@ -1479,13 +1488,7 @@ TEST(rope_longrope_factors_in_double_near_4096)
   int lng;
 
   fill_random(x, xd, N * D);
-  ab_rope_params_init(&p);
-  p.head_dim = D;
-  p.rope_type = AB_ROPE_LONGROPE;
-  p.short_factor = sf;
-  p.long_factor = lf;
-  p.original_max_position_embeddings = 4096;
-  p.max_position_embeddings = 16384;
+  longrope_params(&p, D, sf, lf, 4096, 16384);
   att = sqrt(1.0 + log(4.0) / log(4096.0));
   for (lng = 0; lng < 2; lng++) {
     seq_len = lng ? 4102 : 4096;
@@ -1533,13 +1536,7 @@ TEST(rope_job_outlives_its_inputs)
     sf[i] = test_uniform(1.0, 2.0);
     lf[i] = test_uniform(2.0, 8.0);
   }
-  ab_rope_params_init(&p);
-  p.head_dim = D;
-  p.rope_type = AB_ROPE_LONGROPE;
-  p.short_factor = sf;
-  p.long_factor = lf;
-  p.original_max_position_embeddings = 100;
-  p.max_position_embeddings = 400;
+  longrope_params(&p, D, sf, lf, 100, 400);
   CHECK_OK(ab_tensor_init(&t, x, AB_DTYPE_F32, 3, sh));
   CHECK_OK(ab_rope_apply(&p, S, &t, AB_LAYOUT_BHSD, pos, 0, one));
   CHECK_OK(ab_rope_apply_job(&p, S, &t, AB_LAYOUT_BHSD, pos, 0, pieces, &job));
