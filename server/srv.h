@@ -302,6 +302,14 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err);
  * on error with err naming the JSON pointer. */
 int srv_codec_tensor(struct srv_call *c, const char *path, int required,
                      struct ab_tensor *out, struct srv_err *err);
+/* srv_codec_tensor where numbers written in JSON (a nested array, or
+ * "data" without a "dtype") are stored as json_dtype instead of float32:
+ * AB_DTYPE_F64 keeps parameter lists the library evaluates in double at
+ * every digit the client wrote.  An explicit "dtype", base64 and
+ * safetensors tensors keep their own. */
+int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
+                        enum ab_dtype json_dtype, struct ab_tensor *out,
+                        struct srv_err *err);
 
 /* Read a JSON number, accepting the strings "inf", "-inf", "nan".
  * Returns 0, or -1 if j is neither. */

@@ -598,8 +598,8 @@ class Client:
         return self._unwrap(self.request("/v1/encodings", dict(
             method=method, positions=positions, dim=dim, x=x, table=table, **params)))
 
-    def rope(self, positions, head_dim=None, *, q=None, k=None, config=None,
-             **params):
+    def rope(self, positions=None, head_dim=None, *, q=None, k=None,
+             config=None, **params):
         """Rotary position embedding (``POST /v1/rope``).
 
         Without ``q``/``k`` returns the tables as a dict: ``inv_freq``
@@ -611,7 +611,9 @@ class Client:
         Args:
             positions: ``n`` (positions ``0..n-1``), a list of positions, or
                 ``[3, n]`` t/h/w rows (multi-axis, with ``mrope_section``) /
-                ``[2, n]`` row/column rows (``vision2d``).
+                ``[2, n]`` row/column rows (``vision2d``).  May be left out
+                with ``q``/``k``: then ``0..n-1`` along their sequence axis
+                (``vision2d`` excepted).
             head_dim: channels per head.
             q, k: arrays whose sequence axis has length n (``layout``
                 ``"bhsd"`` by default, ``"bshd"`` allowed; rank 2..4).
@@ -655,7 +657,9 @@ class Client:
                 (T5 buckets are int32 ``[q_len, k_len]``); with both, a dict.
             **params: ``causal``, ``q_offset``, and the method's parameters:
                 alibi ``max_bias`` / ``slopes``; t5 ``table``
-                ``[num_buckets, num_heads]``, ``bidirectional``,
+                ``[num_buckets, num_heads]`` (not needed for
+                ``returns=["buckets"]``: ``relative_attention_num_buckets``,
+                default 32, sizes them), ``bidirectional``,
                 ``relative_attention_max_distance``; fire ``c``, ``L``,
                 ``eps``, ``layers=[{"weight": W, "bias": b}, ...]``; kerple
                 ``variant`` (``"log"``/``"power"``), ``r1``, ``r2``.

@@ -74,6 +74,8 @@ static inline int64_t ab__max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Convert one element of a float tensor to float (dtype known valid). */
 float ab__load_f32(const void *base, int32_t dtype, int64_t idx);
+/* The same in double: float64 elements keep every digit. */
+double ab__load_f64(const void *base, int32_t dtype, int64_t idx);
 /* Offset in elements of a multi-index (idx has t->ndim entries). */
 int64_t ab__tensor_offset(const struct ab_tensor *t, const int64_t *idx);
 /* Validate a tensor descriptor: non-NULL data, float dtype (or int32 when

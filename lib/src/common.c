@@ -241,6 +241,13 @@ float ab__load_f32(const void *base, int32_t dtype, int64_t idx)
   }
 }
 
+double ab__load_f64(const void *base, int32_t dtype, int64_t idx)
+{
+  if (dtype == AB_DTYPE_F64)
+    return ((const double *)base)[idx];
+  return (double)ab__load_f32(base, dtype, idx); /* exact for the others */
+}
+
 static int is_float_dtype(int32_t d)
 {
   return d == AB_DTYPE_F32 || d == AB_DTYPE_F64 || d == AB_DTYPE_F16 ||
@@ -444,7 +451,9 @@ enum ab_status ab__check_tensor(const struct ab_tensor *t, const char *name,
   return AB_STATUS_OK;
 }
 
-enum ab_status ab_tensor_to_f32(const struct ab_tensor *src, float *dst)
+/* Gather src (any strides) row-major into dst as float32 or float64. */
+static enum ab_status tensor_gather(const struct ab_tensor *src, void *dst,
+                                    enum ab_dtype to)
 {
   int64_t idx[AB_MAX_DIMS] = {0, 0, 0, 0}, n, i;
   enum ab_status st;
@@ -455,11 +464,18 @@ enum ab_status ab_tensor_to_f32(const struct ab_tensor *src, float *dst)
   if (!dst)
     return ab__fail(AB_STATUS_INVALID_ARG, "dst", "dst is NULL");
   n = ab_tensor_numel(src);
+  if ((uint64_t)n > SIZE_MAX / ab_dtype_size(to))
+    return ab__fail(AB_STATUS_OVERFLOW, "src",
+                    "%lld elements do not fit in memory as %s",
+                    (long long)n, ab_dtype_name(to));
   if (ab_tensor_is_contiguous(src))
-    return ab_convert(dst, AB_DTYPE_F32, src->data,
-                      (enum ab_dtype)src->dtype, n);
+    return ab_convert(dst, to, src->data, (enum ab_dtype)src->dtype, n);
   for (i = 0; i < n; i++) {
-    dst[i] = ab__load_f32(src->data, src->dtype, ab__tensor_offset(src, idx));
+    const int64_t off = ab__tensor_offset(src, idx);
+    if (to == AB_DTYPE_F64)
+      ((double *)dst)[i] = ab__load_f64(src->data, src->dtype, off);
+    else
+      ((float *)dst)[i] = ab__load_f32(src->data, src->dtype, off);
     for (d = src->ndim - 1; d >= 0; d--) {
       if (++idx[d] < src->shape[d])
         break;
@@ -467,6 +483,16 @@ enum ab_status ab_tensor_to_f32(const struct ab_tensor *src, float *dst)
     }
   }
   return AB_STATUS_OK;
+}
+
+enum ab_status ab_tensor_to_f32(const struct ab_tensor *src, float *dst)
+{
+  return tensor_gather(src, dst, AB_DTYPE_F32);
+}
+
+enum ab_status ab_tensor_to_f64(const struct ab_tensor *src, double *dst)
+{
+  return tensor_gather(src, dst, AB_DTYPE_F64);
 }
 
 /* ==== jobs ============================================================== */

@@ -677,10 +677,11 @@ static void chunk_row(const struct rope_plan *pl,
       s[i] = (float)((double)s[i] * m);
     }
   } else if (pl->attention != 1.0) {
-    float m = (float)pl->attention;
+    /* The factor stays double: one rounding of the product. */
+    const double m = pl->attention;
     for (i = 0; i < ch->cnt; i++) {
-      c[i] *= m;
-      s[i] *= m;
+      c[i] = (float)((double)c[i] * m);
+      s[i] = (float)((double)s[i] * m);
     }
   }
 }

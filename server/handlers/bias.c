@@ -25,7 +25,6 @@ enum { RET_BIAS = 1u << 0, RET_BUCKETS = 1u << 1 };
 struct bias_holder {
   struct ab_bias_params p;
   struct ab_tensor slopes, table, r1, r2;
-  int64_t num_buckets;
   const json_t *layers;
 };
 #define BH(f) offsetof(struct bias_holder, f)
@@ -52,14 +51,16 @@ static const struct srv_param bm_alibi[] = {
     {.name = "max_bias", .type = SRV_PT_NUM, .flags = SRV_PF_DEF | SRV_PF_MIN,
      .def = 8, .min = 0, .off = BH(p.max_bias),
      .desc = "slopes in ggml form: 8 gives the paper's, BLOOM's and MPT's"},
-    {.name = "slopes", .type = SRV_PT_TENSOR, .off = BH(slopes),
-     .desc = "explicit per-head slopes [num_heads]; override max_bias"},
+    {.name = "slopes", .type = SRV_PT_TENSOR, .flags = SRV_PF_F64,
+     .off = BH(slopes),
+     .desc = "explicit per-head slopes [num_heads]; override max_bias "
+             "(float32: the table is a float32 product)"},
 };
 static const struct srv_param bm_t5[] = {
-    {.name = "table", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ,
-     .off = BH(table),
+    {.name = "table", .type = SRV_PT_TENSOR, .off = BH(table),
      .desc = "[num_buckets, num_heads]: the checkpoint's "
-             "relative_attention_bias.weight"},
+             "relative_attention_bias.weight; needed for bias values, not "
+             "for return [\"buckets\"] alone"},
     {.name = "bidirectional", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF,
      .def = 1, .off = BH(p.bidirectional),
      .desc = "true for encoders; false for decoder self-attention"},
@@ -69,9 +70,11 @@ static const struct srv_param bm_t5[] = {
      .desc = "distance of the last bucket; must exceed half the exact "
              "range of one direction"},
     {.name = "relative_attention_num_buckets", .type = SRV_PT_INT,
-     .flags = SRV_PF_MIN, .min = 1, .off = BH(num_buckets),
-     .def_rule = "the table's row count",
-     .desc = "optional check: must equal the table's row count"},
+     .flags = SRV_PF_MIN, .min = 1, .off = BH(p.num_buckets),
+     .def_rule = "the table's row count; 32 without a table (Hugging "
+                 "Face's T5Config)",
+     .desc = "bucket count: must equal the table's rows; without a table "
+             "(buckets alone) it sizes them"},
 };
 static const struct srv_param bm_fire[] = {
     {.name = "c", .type = SRV_PT_NUM, .flags = SRV_PF_REQ | SRV_PF_MIN_EXCL,
@@ -95,10 +98,11 @@ static const struct srv_param bm_kerple[] = {
     {.name = "variant", .type = SRV_PT_ENUM, .flags = SRV_PF_DEF, .def = 0,
      .choices = kerple_variants, .off = BH(p.kerple_power),
      .desc = "kernel form"},
-    {.name = "r1", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = BH(r1),
-     .desc = "[num_heads], each > 0"},
-    {.name = "r2", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = BH(r2),
-     .desc = "[num_heads], each > 0 (<= 2 for power)"},
+    {.name = "r1", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ | SRV_PF_F64,
+     .off = BH(r1), .desc = "[num_heads], each > 0 (read in double)"},
+    {.name = "r2", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ | SRV_PF_F64,
+     .off = BH(r2),
+     .desc = "[num_heads], each > 0 (<= 2 for power; read in double)"},
 };
 static const struct srv_param bm_none[1] = {{.name = "", .desc = ""}};
 
@@ -107,11 +111,13 @@ struct fire_layer_in {
   struct ab_tensor weight, bias;
 };
 static const struct srv_param fire_layer_params[] = {
-    {.name = "weight", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ,
-     .off = offsetof(struct fire_layer_in, weight), .desc = "[out, in]"},
-    {.name = "bias", .type = SRV_PT_TENSOR,
+    {.name = "weight", .type = SRV_PT_TENSOR,
+     .flags = SRV_PF_REQ | SRV_PF_F64,
+     .off = offsetof(struct fire_layer_in, weight),
+     .desc = "[out, in] (read in double, as the MLP runs)"},
+    {.name = "bias", .type = SRV_PT_TENSOR, .flags = SRV_PF_F64,
      .off = offsetof(struct fire_layer_in, bias),
-     .desc = "[out] (optional: zeros)"},
+     .desc = "[out] (optional: zeros; read in double)"},
 };
 static const struct srv_ptable tab_fire_layer =
     SRV_PTABLE("fire layer", "one layer of FIRE's MLP", fire_layer_params);
@@ -217,32 +223,6 @@ int srv_window_parse(const struct srv_pctx *pc, const json_t *window,
   return 0;
 }
 
-/* A per-head array [num_heads] as float32 in the arena. */
-static int head_array(const struct srv_pctx *pc, const char *name,
-                      const struct ab_tensor *t, int64_t H, const float **out,
-                      struct srv_err *err)
-{
-  char ptr[256];
-  float *f;
-  enum ab_status st;
-
-  srv_pctx_ptr(pc, name, ptr, sizeof ptr);
-  if (t->ndim != 1 || t->shape[0] != H)
-    return srv_fail(err, 400, ptr,
-                    "%s must be a list of num_heads = %lld numbers, got "
-                    "%lld in %d dimension(s)",
-                    name, (long long)H, (long long)ab_tensor_numel(t),
-                    (int)t->ndim);
-  f = srv_arena_alloc(&pc->c->arena, (size_t)H * sizeof *f);
-  if (!f)
-    return srv_fail(err, 500, ptr, "out of memory reading %s", name);
-  st = ab_tensor_to_f32(t, f);
-  if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, ptr, NULL);
-  *out = f;
-  return 0;
-}
-
 /* How many FIRE layers the request has: the JSON list's length, or the
  * highest "layers.N." safetensors index + 1, whichever is larger. */
 static int64_t fire_layer_count(const struct srv_pctx *pc,
@@ -314,7 +294,6 @@ int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
 {
   struct bias_holder *h;
   struct srv_pbind b;
-  char ptr[256];
   enum ab_status st;
   int64_t H = p->num_heads;
 
@@ -326,30 +305,32 @@ int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
   if (srv_params_parse(pc, obj, &b, err) != 0)
     return -1;
 
+  /* Per-head lists go to the library in double; it rounds ALiBi's slopes
+   * for its float32 table and keeps Kerple's. */
   switch (p->method) {
   case AB_BIAS_ALIBI:
     if (h->slopes.data &&
-        head_array(pc, "slopes", &h->slopes, H, &h->p.slopes, err) != 0)
+        srv_params_list(pc, "slopes", &h->slopes, H, "num_heads",
+                        &h->p.slopes_f64, err) != 0)
       return -1;
     break;
   case AB_BIAS_T5:
-    h->p.table = &h->table;
-    if (srv_pbind_seen(&b, "relative_attention_num_buckets") &&
-        h->table.ndim >= 1 && h->num_buckets != h->table.shape[0])
-      return srv_fail(
-          err, 400,
-          srv_pctx_ptr(pc, "relative_attention_num_buckets", ptr, sizeof ptr),
-          "relative_attention_num_buckets %lld disagrees with the table's "
-          "%lld rows",
-          (long long)h->num_buckets, (long long)h->table.shape[0]);
+    /* No table: buckets alone, HF's 32 of them unless told (the library
+     * refuses bias values without the table, naming it). */
+    if (h->table.data)
+      h->p.table = &h->table;
+    else if (!srv_pbind_seen(&b, "relative_attention_num_buckets"))
+      h->p.num_buckets = 32;
     break;
   case AB_BIAS_FIRE:
     if (fire_layers(pc, h, err) != 0)
       return -1;
     break;
   case AB_BIAS_KERPLE:
-    if (head_array(pc, "r1", &h->r1, H, &h->p.r1, err) != 0 ||
-        head_array(pc, "r2", &h->r2, H, &h->p.r2, err) != 0)
+    if (srv_params_list(pc, "r1", &h->r1, H, "num_heads", &h->p.r1_f64,
+                        err) != 0 ||
+        srv_params_list(pc, "r2", &h->r2, H, "num_heads", &h->p.r2_f64,
+                        err) != 0)
       return -1;
     break;
   default:

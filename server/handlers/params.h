@@ -50,8 +50,12 @@ enum srv_pflag {
   SRV_PF_NOSTORE = 1u << 6,  /* known here but read by someone else (the
                                 route's selector "method", the codec's
                                 output options): type-checked, not stored */
-  SRV_PF_ZERO_DEF = 1u << 7  /* (numbers) 0 means "use the default", as
+  SRV_PF_ZERO_DEF = 1u << 7, /* (numbers) 0 means "use the default", as
                                 Hugging Face does for beta_fast/beta_slow */
+  SRV_PF_F64 = 1u << 8       /* (tensors) a parameter the library evaluates
+                                in double: numbers written in JSON are kept
+                                as float64, not rounded to float32 as input
+                                tensors are (srv_codec_tensor_as) */
 };
 
 /* One choice of an ENUM/ENUMS parameter. */
@@ -138,6 +142,14 @@ int srv_params_parse(const struct srv_pctx *pc, const json_t *obj,
 void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
                         const struct srv_ptable *const *tables, int n,
                         const char *const *extra);
+
+/* A parameter list: tensor t (member `name` of pc's object) must be rank 1
+ * with `want` entries, else a 400 naming it and "<what> = <want>"
+ * ("rotary_dim/2", "num_heads").  Its values as doubles in the arena
+ * (float64 keeps every digit).  -1 with err. */
+int srv_params_list(const struct srv_pctx *pc, const char *name,
+                    const struct ab_tensor *t, int64_t want, const char *what,
+                    const double **out, struct srv_err *err);
 
 /* After parsing: append every safetensors entry no parameter consumed. */
 void srv_params_unused_bin(const struct srv_pctx *pc);
@@ -253,7 +265,8 @@ int srv_rope_parse(const struct srv_pctx *pc, const json_t *obj,
 
 /* Read positions (SRV_PT_POSITIONS json) for n_axes axes into an arena
  * array [n_axes, n] (int64).  want_n > 0 fixes the token count (it must
- * match a list).  An integer form means 0..n-1 on every axis; a flat list
+ * match a list).  An integer form means 0..n-1 on every axis, and so does
+ * j NULL with want_n (the default of /v1/rope with q or k); a flat list
  * is used for every axis (text tokens of multi-axis RoPE) unless
  * flat_ok is 0.  field is the member's JSON pointer.  Sets *n_out and
  * *max_out (largest position).  -1 with err. */

@@ -331,6 +331,10 @@ def test_rope_apply(server):
     want = ref_rope_apply(q, pos, ref_inv_freq(32), interleaved=True).transpose(0, 2, 1, 3)
     close(got, want, what="partial interleaved bshd")
     np.testing.assert_array_equal(got[..., 32:], qs[..., 32:])
+    # No positions: 0..n-1 along the sequence axis.
+    got = ab.rope(q=qs, layout="bshd", rope_theta=500000.0)
+    want = ref_rope_apply(q, np.arange(10), inv).transpose(0, 2, 1, 3)
+    close(got, want, what="default positions")
 
 
 def test_bias(server):
@@ -356,6 +360,9 @@ def test_bias(server):
                   returns=["buckets"])
     rel = np.arange(40)[None, :] - np.arange(40)[:, None]
     np.testing.assert_array_equal(got, ref_t5_bucket(rel, 16, False, 20))
+    # Buckets alone need no table (32 by default, as Hugging Face's).
+    got = ab.bias("t5", num_heads=3, q_len=40, k_len=40, returns=["buckets"])
+    np.testing.assert_array_equal(got, ref_t5_bucket(rel))
     # Kerple, both variants.
     r1, r2 = np.array([2.0, 0.5]), np.array([0.5, 1.5])
     d = np.abs(np.arange(6)[:, None] - np.arange(6)[None, :]).astype(np.float64)
