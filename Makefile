@@ -39,7 +39,7 @@ STEST_SRC := $(wildcard tests/runner/*.c) $(SUNIT)
 STEST_OBJ := $(STEST_SRC:%.c=$(BUILD)/%.o)
 SRV_LIB_OBJ := $(filter-out $(BUILD)/$(SRV_MAIN:%.c=%.o),$(SRV_OBJ))
 
-SRV_PKGS  = libmicrohttpd jansson libuv libpng
+SRV_PKGS  = libmicrohttpd jansson libuv libpng gnutls
 SRV_CFLAGS = $(shell pkg-config --cflags $(SRV_PKGS) 2>/dev/null)
 SRV_LIBS   = $(shell pkg-config --libs $(SRV_PKGS) 2>/dev/null)
 

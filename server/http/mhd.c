@@ -988,6 +988,7 @@ int srv_http_start(void)
                                    {MHD_OPTION_END, 0, NULL}};
   struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL},
                                     {MHD_OPTION_END, 0, NULL}};
+  struct MHD_OptionItem tls[4] = {{MHD_OPTION_END, 0, NULL}};
   int rc, lfd = -1;
 
   memset(&hints, 0, sizeof hints);
@@ -1040,6 +1041,12 @@ int srv_http_start(void)
   else
     where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
 
+  /* HTTPS: libmicrohttpd's own TLS, the certificate from http/tls.c. */
+  if (srv_tls_enabled()) {
+    flags |= MHD_USE_TLS;
+    srv_tls_daemon_options(tls);
+  }
+
   /* A pool of one polling thread is no pool: MHD warns if asked for it. */
   if (threads > 1)
     pool[0] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE,
@@ -1051,6 +1058,7 @@ int srv_http_start(void)
       MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
       MHD_OPTION_ARRAY, where,
       MHD_OPTION_ARRAY, pool,
+      MHD_OPTION_ARRAY, tls,
       MHD_OPTION_CONNECTION_TIMEOUT, timeout,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv_cfg.max_connections,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, SRV_MHD_CONN_MEMORY,
@@ -1078,7 +1086,8 @@ int srv_http_start(void)
   g_port = info ? info->port : srv_cfg.port;
   snprintf(shown, sizeof shown, strchr(srv_cfg.host, ':') ? "[%s]" : "%s",
            srv_cfg.host);
-  printf("%s listening on http://%s:%d\n", SRV_NAME, shown, g_port);
+  printf("%s listening on %s://%s:%d\n", SRV_NAME,
+         srv_tls_enabled() ? "https" : "http", shown, g_port);
   fflush(stdout);
   return 0;
 }
