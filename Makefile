@@ -5,6 +5,7 @@
 #   make            library + server          make test     all tests
 #   make run        server on 127.0.0.1:8080  make bench    benchmark table
 #   make asan       tests under ASan+UBSan    make install  PREFIX=/usr/local
+#   make image      container image (podman)  make image-test  build + exercise it
 
 CC      ?= cc
 OPT     ?= -O2
@@ -242,6 +243,23 @@ fuzz: $(DEPS_STAMP)
 	$(FUZZ_BUILD)/tests/fuzz/fuzz-codec -max_total_time=$(FUZZ_SECONDS) \
 	  -max_len=65536 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/ \
 	  $(FUZZ_BUILD)/corpus
+
+# ---- the container image (podman; docker/podman.py) -------------------------
+# `make image` builds docker/Dockerfile as localhost/attnbias:latest;
+# `make image-test` builds it under a throwaway tag and exercises the image
+# (tests/image/test_image.py); `make scale-test` runs three replicas behind
+# HAProxy through a rolling restart (tests/image/scale_test.py).  Each
+# installs podman, runc and debootstrap (and HAProxy) when run as root, and
+# makes the Debian base image once.
+.PHONY: image image-test scale-test
+image:
+	$(PYTHON) docker/podman.py image --tag localhost/attnbias:latest
+
+image-test: $(DEPS_STAMP)
+	$(PYTHON) tests/image/test_image.py
+
+scale-test: $(DEPS_STAMP)
+	$(PYTHON) tests/image/scale_test.py
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -354,8 +354,13 @@ def test_dockerfile(binary):
     assert "tini" in _package_list("packages-runtime.txt")
     entry = json.loads(next(a for i, a in runtime if i == "ENTRYPOINT"))
     assert entry[:2] == ["/usr/bin/tini", "--"] and entry[2].endswith("attnbiasd"), entry
+    # The address is set by the environment, which --healthcheck shares:
+    # a flag in CMD would leave the HEALTHCHECK asking another port.
+    env = " ".join(a for i, a in runtime if i == "ENV")
+    assert "ATTNBIAS_HOST=0.0.0.0" in env.split() and "ATTNBIAS_PORT=8080" in env.split(), env
     cmd = json.loads(next(a for i, a in runtime if i == "CMD"))
-    assert cmd[cmd.index("--host") + 1] == "0.0.0.0" and "8080" in cmd, cmd
+    assert not any(c in ("--host", "--port") or c.startswith(("--host=", "--port="))
+                   for c in cmd), cmd
     assert ("EXPOSE", "8080") in runtime
     health = next(a for i, a in runtime if i == "HEALTHCHECK")
     assert re.search(r'CMD \["[^"]*attnbiasd", "--healthcheck"\]', health), health
