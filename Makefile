@@ -126,8 +126,22 @@ $(STESTS): $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A)
 run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
-test: $(DEPS_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS))
+# tests/k8s validates docker/kubernetes/ offline with npm packages, installed
+# by `npm ci` from the committed lockfile (npm from Debian when there is
+# none, as root).
+K8S_NPM = tests/k8s/node_modules/.package-lock.json
+
+test: $(DEPS_STAMP) $(K8S_NPM) all $(TESTS) $(if $(SUNIT),$(STESTS))
 	@tests/run-all.sh $(BUILD) $(PYTHON)
+
+$(K8S_NPM): tests/k8s/package.json tests/k8s/package-lock.json | $(DEPS_STAMP)
+	@command -v npm >/dev/null || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing: nodejs npm"; \
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -q nodejs npm >$(BUILD)/apt-npm.log 2>&1 \
+	      || { cat $(BUILD)/apt-npm.log; exit 1; }; \
+	  else echo "npm is missing (apt-get install nodejs npm)"; exit 1; fi
+	cd tests/k8s && npm ci --no-audit --no-fund --loglevel=error
 
 test-unit: $(TESTS)
 	$(TESTS)
