@@ -149,6 +149,32 @@ def test_kubectl_kustomize_renders_valid_objects():
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "attnbias:0.1.0"
 
 
+def test_readme_kubernetes_block():
+    """README's Kubernetes block runs as written up to the line that needs a
+    cluster -- in a scratch copy of docker/kubernetes (the secret files it
+    makes stay out of the work tree), /tmp pointed at a scratch directory."""
+    if not shutil.which("kubectl"):
+        raise run.Skip("kubectl is not installed")
+    with open(os.path.join(ROOT, "README.md")) as f:
+        blocks = re.findall(r"^```sh\n(.*?)^```", f.read(), re.M | re.S)
+    (block,) = [b for b in blocks if "kubectl kustomize docker/kubernetes" in b]
+    lines = block.replace("\\\n", " ").splitlines()
+    cut = next(i for i, ln in enumerate(lines) if "a cluster is needed" in ln)
+    assert lines[cut].startswith("kubectl apply -k docker/kubernetes"), lines[cut]
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "docker"))
+        shutil.copytree(KDIR, os.path.join(tmp, "docker", "kubernetes"))
+        os.makedirs(os.path.join(tmp, "tests"))
+        os.symlink(os.path.join(ROOT, "tests", "k8s"), os.path.join(tmp, "tests", "k8s"))
+        script = "\n".join(lines[:cut]).replace("/tmp/", tmp + "/")
+        p = subprocess.run(["bash", "-ec", script + "\n"], cwd=tmp, capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0, (p.stdout, p.stderr)
+        assert p.stdout.splitlines()[-1] == "7 passed, 0 failed", p.stdout
+        key = open(os.path.join(tmp, "docker", "kubernetes", "secrets", "api-key")).read()
+        assert re.fullmatch(r"[0-9a-f]{64}\n", key), key
+
+
 def test_manifests_agree_with_each_other_and_the_image():
     k, objs = manifests()
     labels = pod(objs)["metadata"]["labels"]

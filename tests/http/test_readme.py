@@ -67,10 +67,11 @@ def shell_commands(block):
 def curl_commands(path=README):
     """The curl commands aimed at the `make run` server (the Unix-socket
     and HTTPS examples start their own servers: test_unix_socket_example,
-    test_https_example)."""
+    test_https_example; the container example is run by `make image-test`,
+    tests/image/test_image.py)."""
     out = []
     for lang, block in code_blocks("sh", path):
-        if "--unix-socket" in block or "--tls-cert" in block:
+        if "--unix-socket" in block or "--tls-cert" in block or "podman" in block:
             continue
         out += [c for c in shell_commands(block) if c.startswith("curl ")]
     return out

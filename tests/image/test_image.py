@@ -43,6 +43,7 @@ import os
 import re
 import shutil
 import ssl
+import subprocess
 import sys
 import time
 
@@ -269,6 +270,29 @@ def t_size(image):
     return msg
 
 
+def t_readme(image):
+    """README's podman block, as written but for the image (this run's tag),
+    the container's name and the port (free ones); the `make` lines are what
+    this test is."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        blocks = re.findall(r"^```sh\n(.*?)^```", f.read(), re.M | re.S)
+    (block,) = [b for b in blocks if "docker/podman.py podman run" in b]
+    port = str(ct.free_port())
+    name = "attnbias-readme-" + ct.RUN_ID
+    script = "\n".join(ln for ln in block.replace("\\\n", " ").splitlines()
+                       if not ln.startswith("make "))
+    script = (script.replace("localhost/attnbias:latest", image.tag)
+              .replace("attnbias-demo", name).replace("8090", port))
+    assert script.count(port) == 2 and script.count(name) == 2, script
+    assert "--retry-connrefused" in script, "the curl must wait for the container to listen"
+    Container.started.append(name)
+    p = subprocess.run(["bash", "-ec", script + "\n"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0 and '{"status":"ok"}' in p.stdout, (p.returncode, p.stdout,
+                                                                 p.stderr[-2000:])
+    return "README's podman run / curl / stop block ran as written"
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description="make image-test")
     ap.add_argument("--keep", action="store_true", help="keep the image afterwards")
@@ -282,7 +306,8 @@ def main(argv):
             return checks.summary()
         for name, fn in (("libraries", t_libraries), ("user", t_user),
                          ("healthcheck", t_healthcheck), ("read-only", t_read_only),
-                         ("tls", t_tls), ("drain", t_drain), ("size", t_size)):
+                         ("tls", t_tls), ("drain", t_drain), ("size", t_size),
+                         ("readme", t_readme)):
             checks.run(name, fn, image)
     finally:
         Container.remove_all()
