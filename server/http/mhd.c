@@ -18,6 +18,8 @@
 
 #include <microhttpd.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,7 +108,8 @@ static _Atomic int g_inflight; /* requests begun, not completed */
 static _Atomic int g_queue;    /* admitted, not finished */
 static size_t g_max_body;      /* bytes */
 
-int srv_http_inflight(void) { return atomic_load(&g_inflight); }
+static int adopted_open(void);
+int srv_http_inflight(void) { return atomic_load(&g_inflight) + adopted_open(); }
 int srv_http_queue_depth(void) { return atomic_load(&g_queue); }
 int srv_http_draining(void) { return atomic_load(&g_draining); }
 int srv_http_port(void) { return g_port; }
@@ -1092,6 +1096,67 @@ int srv_http_start(void)
   return 0;
 }
 
+/* Connections the kernel had completed but MHD had not yet accepted when
+ * it stopped listening.  Closing the socket would reset them, and a client
+ * that has sent its request on one (a load balancer's new connection to
+ * this replica) could not tell whether it was received: a large body
+ * cannot be resent.  So they are handed to MHD, and answered as every new
+ * request during the drain is (503, Connection: close).  What arrives
+ * between the last accept and the close is refused by the kernel.
+ *
+ * MHD takes them in on its own threads a moment later, so until MHD closes
+ * one (after its answer) it counts as a request in flight: the drain would
+ * otherwise end before their requests begin, and close them unanswered.
+ * Each is known by its descriptor and socket inode (a descriptor number
+ * may be reused once MHD has closed it). */
+#define ADOPTED_MAX 256
+static struct {
+  int fd;
+  ino_t ino;
+} g_adopted[ADOPTED_MAX];
+static _Atomic int g_nadopted; /* entries of g_adopted, set once */
+
+static int adopted_open(void)
+{
+  int i, n = atomic_load(&g_nadopted), open = 0;
+  struct stat st;
+
+  for (i = 0; i < n; i++)
+    if (fstat(g_adopted[i].fd, &st) == 0 && st.st_ino == g_adopted[i].ino)
+      open++;
+  return open;
+}
+
+static void adopt_backlog(MHD_socket fd)
+{
+  int fl = fcntl(fd, F_GETFL), n = 0;
+
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+    return;
+  for (;;) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    struct stat st;
+    int c = accept4(fd, (struct sockaddr *)&ss, &len,
+                    SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+    if (c < 0 && errno == EINTR)
+      continue;
+    if (c < 0)
+      break; /* EAGAIN: the queue is empty */
+    if (n < ADOPTED_MAX && fstat(c, &st) == 0) {
+      g_adopted[n].fd = c;
+      g_adopted[n++].ino = st.st_ino;
+    }
+    /* On failure MHD closes the socket itself. */
+    MHD_add_connection(g_daemon, c, (struct sockaddr *)&ss, len);
+  }
+  atomic_store(&g_nadopted, n);
+  if (n)
+    srv_log("drain: %d connection(s) queued in the kernel taken in, to be "
+            "answered", n);
+}
+
 void srv_http_drain(void)
 {
   MHD_socket fd;
@@ -1101,8 +1166,10 @@ void srv_http_drain(void)
   /* Stop accepting: the listening socket is ours to close after quiesce;
    * new connections are then refused by the kernel. */
   fd = MHD_quiesce_daemon(g_daemon);
-  if (fd != MHD_INVALID_SOCKET)
+  if (fd != MHD_INVALID_SOCKET) {
+    adopt_backlog(fd);
     close(fd);
+  }
   /* A Unix socket's path goes with it: new clients get ENOENT at once. */
   srv_unix_remove();
 }

@@ -31,6 +31,7 @@ import http.client
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -236,6 +237,19 @@ class Balancer:
                       lambda: self.proc.poll() is None and
                       all(self.states().get(n) == "UP" for n in names), timeout)
 
+    def unusual(self):
+        """HAProxy's log lines of requests that did not end normally (their
+        termination state is not "--") or were retried."""
+        self.log.flush()
+        self.log.seek(0)
+        out = []
+        for line in self.log:
+            # ... status bytes - - term-state act/fe/be/srv/retries ...
+            m = re.search(r" (-?\d+) \d+ - - (\S{4}) \d+/\d+/\d+/\d+/(\+?\d+) ", line)
+            if m and (m.group(2) != "----" or m.group(3) != "0" or m.group(1) != "200"):
+                out.append(line.rstrip())
+        return out
+
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -277,6 +291,7 @@ def main(argv):
     image = ct.Image("scaletest")
     tmp = tempfile.mkdtemp(prefix="attnbias-scale-")
     lb = load = None
+    unusual = []
     try:
         image.build()
         replicas = [replica(image).start() for _ in range(3)]
@@ -310,6 +325,7 @@ def main(argv):
         if load:
             load.stop.set()
         if lb:
+            unusual = lb.unusual()
             lb.stop()
         Container.remove_all()
         image.remove()
@@ -323,6 +339,8 @@ def main(argv):
         log("  %-24s %d" % (key, c[key]))
     for p in load.problems:
         log("  problem: %s" % p)
+    log("HAProxy: %d requests retried or not ended normally%s" % (
+        len(unusual), "".join("\n  " + u for u in unusual[:20])))
     ok = (total > 0 and c["error"] == 0 and c["wrong"] == 0 and c["other"] == 0
           and c["200"] >= 0.99 * total and c["200 attention-binary"] > 0)
     log("%s: %.2f %% answered 200, %d 503 with Retry-After, %d lost or reset, %d wrong"
