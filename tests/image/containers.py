@@ -105,8 +105,14 @@ class Image:
                                  check=False).stdout.split())
         # The build's last images: this tag, and the build stage's end.
         for top in [self.tag] + sorted(dangling & made):
-            for iid, by in _history(top):
-                if "apt-get install" in by:
+            hist = _history(top)          # newest step first
+            for i, (_, by) in enumerate(hist):
+                if "apt-get install" not in by:
+                    continue
+                # The image of that step, or of the first step after it that
+                # has one (a step that adds no layer, WORKDIR, shares it).
+                iid = next((h[0] for h in reversed(hist[:i + 1]) if h[0] != "<missing>"), None)
+                if iid:
                     _keep_as_cache(iid, "build-deps" if "packages-build.txt" in by
                                    else "runtime-deps")
         pm.podman("rmi", "-f", self.tag, check=False)
@@ -123,13 +129,13 @@ def _image_ids():
 
 
 def _history(image):
-    """[(image id, created by)] of the layers of image that are images."""
+    """[(image id or "<missing>", created by)] of image's steps, newest
+    first."""
     out = []
     for line in pm.podman("history", "--no-trunc", "--format", "{{.ID}}\t{{.CreatedBy}}",
                           image, check=False).stdout.splitlines():
         iid, _, by = line.partition("\t")
-        if iid and iid != "<missing>":
-            out.append((iid, by))
+        out.append((iid or "<missing>", by))
     return out
 
 
