@@ -25,7 +25,6 @@
 #include <gnutls/x509.h>
 #include <microhttpd.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -88,17 +87,8 @@ static struct cert_set *set_acquire(void)
   return s;
 }
 
-static int failf(char *msg, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int failf(char *msg, size_t cap, const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start(ap, fmt);
-  vsnprintf(msg, cap, fmt, ap);
-  va_end(ap);
-  return -1;
-}
+/* The message of a failure into msg; -1 for `return FAIL(...)`. */
+#define FAIL(...) (snprintf(msg, cap, __VA_ARGS__), -1)
 
 /* The whole of a PEM file into d (the caller frees d->data). */
 static int read_pem(const char *flag, const char *path, gnutls_datum_t *d,
@@ -111,12 +101,11 @@ static int read_pem(const char *flag, const char *path, gnutls_datum_t *d,
   d->data = NULL;
   d->size = 0;
   if (!f)
-    return failf(msg, cap, "%s: cannot open '%s': %s", flag, path,
-                 strerror(errno));
+    return FAIL("%s: cannot open '%s': %s", flag, path, strerror(errno));
   buf = malloc(MAX_PEM_BYTES + 1);
   if (!buf) {
     fclose(f);
-    return failf(msg, cap, "%s: out of memory reading '%s'", flag, path);
+    return FAIL("%s: out of memory reading '%s'", flag, path);
   }
   while (n <= MAX_PEM_BYTES &&
          (got = fread(buf + n, 1, MAX_PEM_BYTES + 1 - n, f)) > 0)
@@ -125,14 +114,14 @@ static int read_pem(const char *flag, const char *path, gnutls_datum_t *d,
     int e = errno;
     fclose(f);
     free(buf);
-    return failf(msg, cap, "%s: cannot read '%s': %s", flag, path,
-                 strerror(e));
+    return FAIL("%s: cannot read '%s': %s", flag, path, strerror(e));
   }
   fclose(f);
   if (n > MAX_PEM_BYTES) {
     free(buf);
-    return failf(msg, cap, "%s: '%s' is larger than %zu bytes; it is not a "
-                 "PEM certificate or key", flag, path, MAX_PEM_BYTES);
+    return FAIL("%s: '%s' is larger than %zu bytes; it is not a "
+                "PEM certificate or key",
+                flag, path, MAX_PEM_BYTES);
   }
   d->data = buf;
   d->size = (unsigned)n;
@@ -196,7 +185,7 @@ static struct cert_set *load_set(char *msg, size_t cap)
   int rc;
 
   if (!s) {
-    failf(msg, cap, "out of memory loading the TLS certificate");
+    snprintf(msg, cap, "out of memory loading the TLS certificate");
     return NULL;
   }
   atomic_init(&s->refs, 1);
@@ -206,13 +195,13 @@ static struct cert_set *load_set(char *msg, size_t cap)
                                          GNUTLS_X509_FMT_PEM, 0);
   free(pem.data);
   if (rc == GNUTLS_E_SHORT_MEMORY_BUFFER) {
-    failf(msg, cap, "--tls-cert: '%s' holds more than %d certificates",
-          srv_cfg.tls_cert, MAX_CHAIN);
+    snprintf(msg, cap, "--tls-cert: '%s' holds more than %d certificates",
+             srv_cfg.tls_cert, MAX_CHAIN);
     goto fail;
   }
   if (rc < 0 || n == 0) {
-    failf(msg, cap, "--tls-cert: '%s' is not a PEM certificate: %s",
-          srv_cfg.tls_cert, rc < 0 ? gnutls_strerror(rc) : "none found");
+    snprintf(msg, cap, "--tls-cert: '%s' is not a PEM certificate: %s",
+             srv_cfg.tls_cert, rc < 0 ? gnutls_strerror(rc) : "none found");
     goto fail;
   }
   s->ncerts = n;
@@ -225,16 +214,16 @@ static struct cert_set *load_set(char *msg, size_t cap)
                                         NULL, 0);
   free(pem.data);
   if (rc < 0) {
-    failf(msg, cap,
-          "--tls-key: '%s' is not an unencrypted PEM private key: %s",
-          srv_cfg.tls_key, gnutls_strerror(rc));
+    snprintf(msg, cap,
+             "--tls-key: '%s' is not an unencrypted PEM private key: %s",
+             srv_cfg.tls_key, gnutls_strerror(rc));
     goto fail;
   }
   if (key_matches_cert(s->key, &s->certs[0]) != 0) {
-    failf(msg, cap,
-          "--tls-key: '%s' is not the private key of the certificate in "
-          "--tls-cert '%s' (its first one)",
-          srv_cfg.tls_key, srv_cfg.tls_cert);
+    snprintf(msg, cap,
+             "--tls-key: '%s' is not the private key of the certificate in "
+             "--tls-cert '%s' (its first one)",
+             srv_cfg.tls_key, srv_cfg.tls_cert);
     goto fail;
   }
   return s;
@@ -268,10 +257,9 @@ int srv_tls_start(char *msg, size_t cap)
 
   if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES ||
       MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK) != MHD_YES)
-    return failf(msg, cap,
-                 "--tls-cert: this libmicrohttpd (%s) was built without "
-                 "TLS support (GnuTLS); HTTPS is not available",
-                 MHD_get_version());
+    return FAIL("--tls-cert: this libmicrohttpd (%s) was built without "
+                "TLS support (GnuTLS); HTTPS is not available",
+                MHD_get_version());
   s = load_set(msg, cap);
   if (!s)
     return -1;

@@ -9,6 +9,7 @@ settings through docker/podman.py.
 """
 
 import http.client
+import math
 import os
 import socket
 import subprocess
@@ -226,6 +227,19 @@ class Container:
         for name in cls.started:
             pm.podman("rm", "-f", "--ignore", name, check=False)
         cls.started = []
+
+
+def ref_attention(q, k, v, causal=False):
+    """softmax(q k^T / sqrt(d) (+ bottom-right causal mask)) v in float64,
+    the reference the image tests compare the server's answers with."""
+    import numpy as np
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    nq, nk = q.shape[-2], k.shape[-2]
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.arange(nk)[None, :] > np.arange(nq)[:, None] + nk - nq, -np.inf, s)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
 
 
 def proc_status(pid):

@@ -29,7 +29,6 @@ everything started is removed.  Loopback only.
 import argparse
 import http.client
 import json
-import math
 import os
 import re
 import shutil
@@ -49,7 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import containers as ct  # noqa: E402
-from containers import Container, log  # noqa: E402
+from containers import Container, log, ref_attention  # noqa: E402
 
 ROOT = ct.ROOT
 DEADLINE_S = 900
@@ -58,12 +57,6 @@ DEADLINE_S = 900
 # ---------------------------------------------------------------------------
 # the requests and their expected answers
 # ---------------------------------------------------------------------------
-
-def ref_attention(q, k, v):
-    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    return (p / p.sum(axis=-1, keepdims=True)) @ v
-
 
 def safetensors(tensors):
     header, blobs, off = {}, [], 0

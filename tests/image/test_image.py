@@ -38,7 +38,6 @@ keeps the image).
 import argparse
 import http.client
 import json
-import math
 import os
 import re
 import shutil
@@ -53,7 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import containers as ct  # noqa: E402
-from containers import Container, pm  # noqa: E402
+from containers import Container, pm, ref_attention  # noqa: E402
 from attnbias_client import Client  # noqa: E402
 
 ROOT = ct.ROOT
@@ -63,16 +62,6 @@ MAX_ADDED_MB = 30.0
 def package_list(name):
     with open(os.path.join(ROOT, "docker", name)) as f:
         return [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
-
-
-def ref_attention(q, k, v, causal):
-    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
-    nq, nk = q.shape[-2], k.shape[-2]
-    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
-    if causal:
-        s = np.where(np.arange(nk)[None, :] > np.arange(nq)[:, None] + nk - nq, -np.inf, s)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    return (p / p.sum(axis=-1, keepdims=True)) @ v
 
 
 def check_answers(c, url, **client_kw):
