@@ -148,7 +148,7 @@ asan:
 # server and the bare libmicrohttpd yardstick, then prints the table and
 # writes bench/results.json.  BENCH_QUICK=1 for a fast smoke run;
 # `make bench-deps` installs the optional peer (python3-torch + OpenBLAS), wrk.
-BENCH_SRC   := $(filter-out bench/bare-server.c,$(wildcard bench/*.c))
+BENCH_SRC   := $(filter-out bench/bare-server.c bench/soak.c,$(wildcard bench/*.c))
 BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_BIN    = $(BUILD)/bench/bench
 BARE_BIN     = $(BUILD)/bench/bare-server
