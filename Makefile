@@ -203,6 +203,26 @@ bench-deps:
 	    (apt-get update -q && apt-get install -y -q $$missing); \
 	else echo "missing:$$missing (apt-get install them as root)"; exit 1; fi
 
+# ---- soak -------------------------------------------------------------------
+# `make soak`: a minute of overload against attnbiasd on loopback
+# (bench/soak.c; README "Reliability"): capacity measured first, then
+# SOAK_CONNECTIONS connections offered SOAK_FACTOR times it for SOAK_SECONDS;
+# prints a table, writes bench/soak.json, exits 1 on any failure.
+SOAK_SECONDS     ?= 60
+SOAK_CONNECTIONS ?= 256
+SOAK_FACTOR      ?= 2
+SOAK_BIN          = $(BUILD)/bench/soak
+SOAK_OBJ          = $(addprefix $(BUILD)/bench/,soak.o common.o pool.o)
+
+$(SOAK_BIN): $(SOAK_OBJ) $(LIB_A)
+	$(CC) -pthread $(LDFLAGS) -o $@ $^ -lm
+
+.PHONY: soak
+soak: $(DEPS_STAMP) $(SERVER) $(SOAK_BIN)
+	$(SOAK_BIN) --server $(SERVER) --seconds $(SOAK_SECONDS) \
+	  --connections $(SOAK_CONNECTIONS) --factor $(SOAK_FACTOR) \
+	  --out bench/soak.json
+
 # ---- fuzzing ----------------------------------------------------------------
 # `make fuzz` rebuilds the codec with clang's libFuzzer, ASan and UBSan in
 # $(FUZZ_BUILD)/ and fuzzes tests/fuzz/fuzz-codec.c for FUZZ_SECONDS from a

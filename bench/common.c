@@ -83,8 +83,7 @@ pid_t bench_spawn(char *const argv[], const char *out, const char *err)
     dup2(fe, 2);
     /* Only the three: a descriptor of the parent's (a client socket of
      * the soak) must not live on in the child. */
-    for (int fd = 3; fd < 1024; fd++)
-      close(fd);
+    closefrom(3);
     execvp(argv[0], argv);
     _exit(127);
   }
