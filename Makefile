@@ -5,6 +5,7 @@
 #   make            library + server          make test     all tests
 #   make run        server on 127.0.0.1:8080  make bench    benchmark table
 #   make asan       tests under ASan+UBSan    make install  PREFIX=/usr/local
+#   make soak       a minute of overload (README "Reliability")
 
 CC      ?= cc
 OPT     ?= -O2
@@ -49,6 +50,7 @@ LIB_PC = $(BUILD)/attnbias.pc
 SERVER = $(BUILD)/attnbiasd
 TESTS  = $(BUILD)/tests/run
 STESTS = $(BUILD)/tests/run-server
+SOAK_BIN = $(BUILD)/bench/soak
 
 .PHONY: all lib server test test-unit test-http test-isa run bench deps \
         asan install clean
@@ -125,7 +127,7 @@ $(STESTS): $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A)
 run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
-test: $(DEPS_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS))
+test: $(DEPS_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS)) $(SOAK_BIN)
 	@tests/run-all.sh $(BUILD) $(PYTHON)
 
 test-unit: $(TESTS)
@@ -211,7 +213,6 @@ bench-deps:
 SOAK_SECONDS     ?= 60
 SOAK_CONNECTIONS ?= 256
 SOAK_FACTOR      ?= 2
-SOAK_BIN          = $(BUILD)/bench/soak
 SOAK_OBJ          = $(addprefix $(BUILD)/bench/,soak.o common.o pool.o)
 
 $(SOAK_BIN): $(SOAK_OBJ) $(LIB_A)

@@ -99,7 +99,7 @@ static void usage(FILE *f)
           "usage: soak --server PATH [--server-arg FLAG]... | --port P --pid PID\n"
           "            [--connections 256] [--seconds 60] [--factor 2]\n"
           "            [--capacity-connections 32] [--capacity-seconds S]\n"
-          "            [--request-timeout 60] [--settle-timeout 60]\n"
+          "            [--request-timeout 120] [--settle-timeout 60]\n"
           "            [--out FILE] [--seed N]\n"
           "env: SOAK_SECONDS, SOAK_CONNECTIONS, SOAK_FACTOR (flags win)\n");
 }
@@ -120,7 +120,7 @@ static void parse_opts(int argc, char **argv)
   opt.factor = env_num("SOAK_FACTOR", 2);
   opt.cap_connections = 0;
   opt.cap_seconds = 0;
-  opt.request_timeout = 60;
+  opt.request_timeout = 120;
   opt.settle_timeout = 60;
   opt.seed = 1;
   for (i = 1; i < argc; i++) {
@@ -443,7 +443,10 @@ static void build_mix(void)
 
   /* Attention: nested lists with a fused bias, base64 with fused RoPE
    * (answered in base64), safetensors answered as safetensors and as
-   * .npy, and a 6 MiB body computed as it arrives, its answer streamed. */
+   * .npy, and a 6 MiB body computed as it arrives, its 2 MiB answer
+   * streamed (64 short heads: the bytes of a large request for a quarter
+   * of a GFLOP, so that its share of the mix tests the paths of large
+   * bodies rather than the kernel). */
   k = kind_add("attn_json", "POST", "/v1/attention", JSON, NULL, 6, STAY);
   bench_fill(small, sizeof small / sizeof *small, 13, 1.0f);
   sb_printf(&s, "{\"q\": ");
@@ -473,13 +476,13 @@ static void build_mix(void)
   k = kind_add("attn_st_npy", "POST", "/v1/attention", ST, NPY, 2, STAY);
   kind_qkv(k, 8, 256, 64, "{\"window\": [128, 0]}");
   k = kind_add("attn_big_st", "POST", "/v1/attention", ST, ST, 3, STAY);
-  kind_qkv(k, 8, 1024, 64, NULL);
+  kind_qkv(k, 64, 128, 64, NULL);
 
   /* The clients that leave: mid-body (the 6 MiB body), mid-compute (an
    * answer the server computes and encodes in full before sending: JSON),
    * mid-answer (the streamed one). */
   k = kind_add("leave_body", "POST", "/v1/attention", ST, ST, 3, LEAVE_BODY);
-  kind_qkv(k, 8, 1024, 64, NULL);
+  kind_qkv(k, 64, 128, 64, NULL);
   k = kind_add("leave_compute_attn", "POST", "/v1/attention", ST, JSON, 2,
                LEAVE_COMPUTE);
   kind_qkv(k, 8, 512, 64, "{\"causal\": true}");
@@ -490,7 +493,7 @@ static void build_mix(void)
   kind_json(k, &s);
   k = kind_add("leave_answer", "POST", "/v1/attention", ST, ST, 2,
                LEAVE_ANSWER);
-  kind_qkv(k, 8, 1024, 64, "{\"causal\": true}");
+  kind_qkv(k, 64, 128, 64, "{\"causal\": true}");
 
   for (int i = 0; i < g_nkinds; i++)
     if (g_kinds[i].method[0] == 'P' && !g_kinds[i].body) {
@@ -722,6 +725,7 @@ enum outcome { O_ANSWERED, O_LEFT, O_FAILED };
 struct rec {
   float service_ms;  /* connection taken -> last byte of the answer */
   float response_ms; /* arrival (scheduled) -> last byte */
+  float done_s;      /* when it ended, from the phase's start */
   short kind, status;
   unsigned char outcome, fail;
 };
@@ -729,6 +733,7 @@ struct rec {
 struct phase {
   const char *name;
   double t0, t_end, seconds; /* issuing stops at t_end */
+  double t_done;             /* the last request in flight ended */
   double srv_cpu0, srv_cpu1, cli_cpu0, cli_cpu1;
   struct rec *recs;
   size_t nrec, cap;
@@ -928,6 +933,7 @@ static void conn_done(struct conn *c, enum outcome o, enum fail f,
   r.status = (short)c->rp.status;
   r.service_ms = (float)((now - c->t_start) * 1e3);
   r.response_ms = (float)((now - c->t_sched) * 1e3);
+  r.done_s = c->ph ? (float)(now - c->ph->t0) : 0;
   if (o == O_ANSWERED) {
     int whole = c->off == c->k->wlen && !c->send_failed;
 
@@ -1246,6 +1252,7 @@ static void phase_finish(struct phase *ph)
 {
   while (E.busy)
     loop_once(0.05);
+  ph->t_done = bench_now();
   ph->srv_cpu1 = srv_cpu_s();
   ph->cli_cpu1 = cli_cpu_s();
 }
@@ -1804,13 +1811,27 @@ static void count(const struct phase *ph, int kind, struct counts *c)
   }
 }
 
-/* Requests (answered or left) finished per second of the phase. */
+/* Requests answered or left per second, counting those that ended within
+ * the phase's seconds (not the ones in flight when it stopped issuing). */
 static double finished_rate(const struct phase *ph)
 {
-  struct counts c;
+  long n = 0;
 
-  count(ph, -1, &c);
-  return (double)(c.ok + c.busy + c.left) / ph->seconds;
+  for (size_t i = 0; i < ph->nrec; i++)
+    n += ph->recs[i].outcome != O_FAILED && ph->recs[i].done_s <= ph->seconds;
+  return (double)n / ph->seconds;
+}
+
+/* Cores the server (or this client) used from the phase's start to the
+ * end of its last request. */
+static double cores(const struct phase *ph, int server)
+{
+  double dt = ph->t_done - ph->t0;
+
+  if (!(dt > 0))
+    return NAN;
+  return (server ? ph->srv_cpu1 - ph->srv_cpu0 : ph->cli_cpu1 - ph->cli_cpu0) /
+         dt;
 }
 
 /* A number, or null when there is none (NaN: no 200 to take a quantile
@@ -1826,7 +1847,6 @@ static void json_num(FILE *f, const char *key, double v)
 static void json_phase(FILE *f, const struct phase *ph)
 {
   struct counts c;
-  double scpu = ph->srv_cpu1 - ph->srv_cpu0, ccpu = ph->cli_cpu1 - ph->cli_cpu0;
   int first = 1;
 
   count(ph, -1, &c);
@@ -1861,8 +1881,9 @@ static void json_phase(FILE *f, const struct phase *ph)
   fprintf(f, ", ");
   json_num(f, "max_ms", quantile(ph, -1, 0, 1.0));
   fprintf(f, ", \"max_wait_for_connection_ms\": %.3f,\n", ph->lag_max * 1e3);
-  fprintf(f, "      \"server_cores\": %.3f, \"client_cores\": %.3f,\n",
-          scpu / ph->seconds, ccpu / ph->seconds);
+  fprintf(f, "      \"seconds_to_last_answer\": %.3f, \"server_cores\": %.3f, "
+             "\"client_cores\": %.3f,\n",
+          ph->t_done - ph->t0, cores(ph, 1), cores(ph, 0));
   fprintf(f, "      \"by_request\": {");
   for (int k = 0; k < g_nkinds; k++) {
     struct counts kc;
@@ -1893,8 +1914,7 @@ static void print_phase(const struct phase *ph)
   printf("%-9s %6.1f %8ld %8.0f %8ld %8ld %6ld %6ld %6ld %8.2f %8.2f %5.2f %5.2f\n",
          ph->name, ph->seconds, ph->issued, (double)ph->issued / ph->seconds,
          c.ok, c.busy, c.left, c.failed, ph->shed, quantile(ph, -1, 0, 0.5),
-         quantile(ph, -1, 0, 0.99), (ph->srv_cpu1 - ph->srv_cpu0) / ph->seconds,
-         (ph->cli_cpu1 - ph->cli_cpu0) / ph->seconds);
+         quantile(ph, -1, 0, 0.99), cores(ph, 1), cores(ph, 0));
 }
 
 static void print_failures(const struct phase *ph)
@@ -2094,10 +2114,68 @@ static void print_report(const struct result *R)
   printf("\n%s%s\n", R->pass ? "PASS" : "FAIL: ", R->pass ? "" : R->why.p);
 }
 
+/* Everything main() and the mix hold (a leak checker then sees none). */
+static void free_all(struct result *R)
+{
+  free(R->cap.recs);
+  free(R->over.recs);
+  free(R->health.p);
+  free(R->why.p);
+  for (int i = 0; i < g_nkinds; i++) {
+    free(g_kinds[i].body);
+    free(g_kinds[i].wire);
+  }
+  if (E.c) {
+    close_all();
+    close(E.ep);
+  }
+  free(E.c);
+  free(E.free);
+}
+
+/* Steps 2 to 5: capacity, overload, settle, health. */
+static void soak(struct result *R)
+{
+  printf("capacity: %d connections, closed loop, %.0f s ...\n",
+         opt.cap_connections, opt.cap_seconds);
+  g_next_sample = bench_now();
+  run_closed(&R->cap, opt.cap_connections, opt.cap_seconds);
+  R->capacity = finished_rate(&R->cap);
+  R->target = opt.factor * R->capacity;
+  printf("capacity: %.0f requests/s finished\n", R->capacity);
+
+  printf("overload: %d connections, %.0f req/s offered for %.0f s ...\n",
+         opt.connections, R->target, opt.seconds);
+  R->rss_start = rss_kb();
+  run_open(&R->over, R->target > 0 ? R->target : 1, opt.seconds, &R->rss_mid,
+           &R->rss_end);
+  R->rss_judged = opt.seconds >= 30;
+  R->rss_drift =
+      R->rss_mid > 0 ? (double)(R->rss_end - R->rss_mid) / R->rss_mid : 0;
+
+  close_all();
+  R->fds_settle_s = wait_fds(R->fds_idle, &R->fds_after);
+  R->metrics_ok = get_metrics(&R->m_after) == 0;
+  health(&R->health);
+  R->rss_after = rss_kb();
+  R->rss_max = R->rss_start > R->rss_end ? R->rss_start : R->rss_end;
+  for (int i = 0; i < g_nsamples; i++) {
+    if (g_samples[i].rss_kb > R->rss_max)
+      R->rss_max = g_samples[i].rss_kb;
+    if (g_samples[i].fds > R->fds_max)
+      R->fds_max = g_samples[i].fds;
+  }
+  /* The health step's connections must be gone too. */
+  if (R->fds_settle_s >= 0 && wait_fds(R->fds_idle, &R->fds_after) < 0)
+    R->fds_settle_s = -1;
+}
+
 int main(int argc, char **argv)
 {
   struct result R;
-  int slots, checked = 0;
+  struct rlimit rl;
+  cpu_set_t cpus;
+  int checked = 0, rc = 2;
 
   memset(&R, 0, sizeof R);
   parse_opts(argc, argv);
@@ -2107,29 +2185,17 @@ int main(int argc, char **argv)
   g_t_origin = bench_now();
   R.exit_status = -2;
   R.load_start = loadavg();
-  {
-    cpu_set_t cpus;
-
-    R.cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
-                                                           : -1;
-  }
-
-  {
-    /* 256 client sockets, the server's too when it is our child. */
-    struct rlimit rl;
-
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-      rl.rlim_cur = rl.rlim_max;
-      setrlimit(RLIMIT_NOFILE, &rl);
-    }
+  R.cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
+                                                         : -1;
+  /* Room for every client socket (and the server's, when it is ours). */
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
   }
   build_mix();
-  if (opt.server) {
-    if (start_server() != 0) {
-      remove_tmp(1);
-      return 2;
-    }
-  } else {
+  if (opt.server && start_server() != 0)
+    goto out;
+  if (!opt.server) {
     g_port = opt.port;
     g_srv_pid = opt.pid;
   }
@@ -2138,12 +2204,11 @@ int main(int argc, char **argv)
   R.rss_idle = rss_kb();
   if (R.fds_idle < 0 || R.rss_idle < 0) {
     fprintf(stderr, "soak: cannot read /proc/%d\n", (int)g_srv_pid);
-    return 2;
+    goto out;
   }
   for (int i = 0; i < g_nkinds; i++)
     make_wire(&g_kinds[i], g_port);
-  slots = opt.connections;
-  engine_init(slots);
+  engine_init(opt.connections);
   printf("soak: attnbiasd pid %d on 127.0.0.1:%d%s%s%s; %d kinds of "
          "request\n",
          (int)g_srv_pid, g_port, g_srv_args[0] ? " (" : "", g_srv_args,
@@ -2151,52 +2216,20 @@ int main(int argc, char **argv)
   if (g_perip_flag[0])
     printf("  %s raised for the soak's connections, all from 127.0.0.1\n",
            g_perip_flag);
-
-  if (reference() != 0 || get_metrics(&R.m_before) != 0) {
-    if (opt.server)
-      bench_stop(g_srv_pid, 10);
-    remove_tmp(1);
-    return 2;
-  }
+  if (reference() != 0 || get_metrics(&R.m_before) != 0)
+    goto out;
   for (int i = 0; i < g_nkinds; i++)
     checked += g_kinds[i].checked;
   printf("reference: every request of the mix answered 200 on the idle "
          "server; %d of %d the same bytes twice (their 200s are compared)\n",
          checked, g_nkinds);
 
-  printf("capacity: %d connections, closed loop, %.0f s ...\n",
-         opt.cap_connections, opt.cap_seconds);
-  g_next_sample = bench_now();
-  run_closed(&R.cap, opt.cap_connections, opt.cap_seconds);
-  R.capacity = finished_rate(&R.cap);
-  R.target = opt.factor * R.capacity;
-  printf("capacity: %.0f requests/s finished\n", R.capacity);
-
-  printf("overload: %d connections, %.0f req/s offered for %.0f s ...\n",
-         opt.connections, R.target, opt.seconds);
-  R.rss_start = rss_kb();
-  run_open(&R.over, R.target > 0 ? R.target : 1, opt.seconds, &R.rss_mid,
-           &R.rss_end);
-  R.rss_judged = opt.seconds >= 30;
-  R.rss_drift = R.rss_mid > 0 ? (double)(R.rss_end - R.rss_mid) / R.rss_mid : 0;
-
-  close_all();
-  R.fds_settle_s = wait_fds(R.fds_idle, &R.fds_after);
-  R.metrics_ok = get_metrics(&R.m_after) == 0;
-  health(&R.health);
-  R.rss_after = rss_kb();
-  for (int i = 0; i < g_nsamples; i++) {
-    if (g_samples[i].rss_kb > R.rss_max)
-      R.rss_max = g_samples[i].rss_kb;
-    if (g_samples[i].fds > R.fds_max)
-      R.fds_max = g_samples[i].fds;
-  }
-  if (R.fds_settle_s >= 0) /* the health requests' connections too */
-    R.fds_settle_s = wait_fds(R.fds_idle, &R.fds_after) < 0 ? -1 : R.fds_settle_s;
+  soak(&R);
   if (opt.server) {
     int st = bench_stop(g_srv_pid, 60);
 
     R.exit_status = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    g_srv_pid = 0;
   }
   R.load_end = loadavg();
   verdict(&R);
@@ -2205,6 +2238,11 @@ int main(int argc, char **argv)
     write_json(&R);
     printf("wrote %s\n", opt.out);
   }
-  remove_tmp(!R.pass);
-  return R.pass ? 0 : 1;
+  rc = R.pass ? 0 : 1;
+out:
+  if (opt.server && g_srv_pid > 0)
+    bench_stop(g_srv_pid, 10);
+  remove_tmp(rc != 0);
+  free_all(&R);
+  return rc;
 }
