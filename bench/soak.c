@@ -568,8 +568,13 @@ struct resp {
   uint64_t body_len;
   uint64_t received;  /* every byte of the response so far */
   char ctype[64];
+  float timing[3];    /* Server-Timing read, queue, compute (ms); NaN */
   struct sb *keep;    /* the body, when the caller wants it */
 };
+
+/* The phases of Server-Timing the report splits a 200's time into: the
+ * body's arrival, the wait for the pool, the computing. */
+static const char *const g_timing_names[3] = {"read", "queue", "compute"};
 
 static void resp_reset(struct resp *r, struct sb *keep)
 {
@@ -580,6 +585,7 @@ static void resp_reset(struct resp *r, struct sb *keep)
   r->left = r->body_len = r->received = 0;
   r->digest = 0xcbf29ce484222325ull;
   r->ctype[0] = '\0';
+  r->timing[0] = r->timing[1] = r->timing[2] = NAN;
   r->keep = keep;
 }
 
@@ -622,6 +628,17 @@ static int parse_head(struct resp *r)
       r->retry_after = atoi(v) > 0;
     } else if (strcasecmp(line, "content-type") == 0) {
       snprintf(r->ctype, sizeof r->ctype, "%s", v);
+    } else if (strcasecmp(line, "server-timing") == 0) {
+      for (int i = 0; i < 3; i++) {
+        size_t n = strlen(g_timing_names[i]);
+
+        for (char *t = v; (t = strstr(t, g_timing_names[i])) != NULL; t += n)
+          if ((t == v || t[-1] == ' ' || t[-1] == ',') &&
+              strncmp(t + n, ";dur=", 5) == 0) {
+            r->timing[i] = strtof(t + n + 5, NULL);
+            break;
+          }
+      }
     }
   }
   if (chunked)
@@ -726,6 +743,7 @@ struct rec {
   float service_ms;  /* connection taken -> last byte of the answer */
   float response_ms; /* arrival (scheduled) -> last byte */
   float done_s;      /* when it ended, from the phase's start */
+  float timing[3];   /* the server's read, queue, compute (ms) or NaN */
   short kind, status;
   unsigned char outcome, fail;
 };
@@ -934,6 +952,7 @@ static void conn_done(struct conn *c, enum outcome o, enum fail f,
   r.service_ms = (float)((now - c->t_start) * 1e3);
   r.response_ms = (float)((now - c->t_sched) * 1e3);
   r.done_s = c->ph ? (float)(now - c->ph->t0) : 0;
+  memcpy(r.timing, c->rp.timing, sizeof r.timing);
   if (o == O_ANSWERED) {
     int whole = c->off == c->k->wlen && !c->send_failed;
 
@@ -1347,7 +1366,7 @@ static double metric_sum(const char *text, const char *name)
 
 struct metrics {
   double inflight, queue, kept, rejected;
-  char rejected_text[512]; /* reason=value pairs */
+  char rejected_text[1024]; /* reason=value pairs */
 };
 
 static int get_metrics(struct metrics *m)
@@ -1760,9 +1779,19 @@ static int cmp_float(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
-/* The q-quantile of the 200s' service (or response) times, ms; NaN if
- * none.  kind < 0: every kind. */
-static double quantile(const struct phase *ph, int kind, int response,
+/* What quantile() takes the quantile of. */
+enum field { SERVICE, RESPONSE, READ, QUEUE, COMPUTE };
+
+static float rec_field(const struct rec *r, enum field f)
+{
+  return f == SERVICE ? r->service_ms
+         : f == RESPONSE ? r->response_ms
+                         : r->timing[f - READ];
+}
+
+/* The q-quantile of a field of the 200s (ms), over those that have it;
+ * NaN if none.  kind < 0: every kind. */
+static double quantile(const struct phase *ph, int kind, enum field field,
                        double q)
 {
   float *v = malloc((ph->nrec + 1) * sizeof *v);
@@ -1773,8 +1802,8 @@ static double quantile(const struct phase *ph, int kind, int response,
     const struct rec *r = &ph->recs[i];
 
     if (r->outcome == O_ANSWERED && r->status == 200 &&
-        (kind < 0 || r->kind == kind))
-      v[n++] = response ? r->response_ms : r->service_ms;
+        (kind < 0 || r->kind == kind) && !isnan(rec_field(r, field)))
+      v[n++] = rec_field(r, field);
   }
   if (n) {
     qsort(v, n, sizeof *v, cmp_float);
@@ -1871,15 +1900,15 @@ static void json_phase(FILE *f, const struct phase *ph)
       first = 0;
     }
   fprintf(f, "},\n      ");
-  json_num(f, "p50_ms", quantile(ph, -1, 0, 0.5));
+  json_num(f, "p50_ms", quantile(ph, -1, SERVICE, 0.5));
   fprintf(f, ", ");
-  json_num(f, "p99_ms", quantile(ph, -1, 0, 0.99));
+  json_num(f, "p99_ms", quantile(ph, -1, SERVICE, 0.99));
   fprintf(f, ", ");
-  json_num(f, "p50_from_arrival_ms", quantile(ph, -1, 1, 0.5));
+  json_num(f, "p50_from_arrival_ms", quantile(ph, -1, RESPONSE, 0.5));
   fprintf(f, ", ");
-  json_num(f, "p99_from_arrival_ms", quantile(ph, -1, 1, 0.99));
+  json_num(f, "p99_from_arrival_ms", quantile(ph, -1, RESPONSE, 0.99));
   fprintf(f, ", ");
-  json_num(f, "max_ms", quantile(ph, -1, 0, 1.0));
+  json_num(f, "max_ms", quantile(ph, -1, SERVICE, 1.0));
   fprintf(f, ", \"max_wait_for_connection_ms\": %.3f,\n", ph->lag_max * 1e3);
   fprintf(f, "      \"seconds_to_last_answer\": %.3f, \"server_cores\": %.3f, "
              "\"client_cores\": %.3f,\n",
@@ -1893,7 +1922,16 @@ static void json_phase(FILE *f, const struct phase *ph)
                "\"503\": %ld, \"left\": %ld, \"failed\": %ld, ",
             k ? "," : "", g_kinds[k].name, kc.n, kc.ok, kc.busy, kc.left,
             kc.failed);
-    json_num(f, "p50_ms", quantile(ph, k, 0, 0.5));
+    json_num(f, "p50_ms", quantile(ph, k, SERVICE, 0.5));
+    fprintf(f, ", ");
+    json_num(f, "p99_ms", quantile(ph, k, SERVICE, 0.99));
+    for (int t = 0; t < 3; t++) {
+      char key[32];
+
+      snprintf(key, sizeof key, "p50_server_%s_ms", g_timing_names[t]);
+      fprintf(f, ", ");
+      json_num(f, key, quantile(ph, k, READ + t, 0.5));
+    }
     fprintf(f, "}");
   }
   fprintf(f, "},\n      \"first_failures\": [");
@@ -1913,8 +1951,8 @@ static void print_phase(const struct phase *ph)
   count(ph, -1, &c);
   printf("%-9s %6.1f %8ld %8.0f %8ld %8ld %6ld %6ld %6ld %8.2f %8.2f %5.2f %5.2f\n",
          ph->name, ph->seconds, ph->issued, (double)ph->issued / ph->seconds,
-         c.ok, c.busy, c.left, c.failed, ph->shed, quantile(ph, -1, 0, 0.5),
-         quantile(ph, -1, 0, 0.99), cores(ph, 1), cores(ph, 0));
+         c.ok, c.busy, c.left, c.failed, ph->shed, quantile(ph, -1, SERVICE, 0.5),
+         quantile(ph, -1, SERVICE, 0.99), cores(ph, 1), cores(ph, 0));
 }
 
 static void print_failures(const struct phase *ph)
@@ -2067,9 +2105,9 @@ static void print_report(const struct result *R)
          c.ok, c.busy, c.fail[F_NO_RETRY] ? "no" : "yes", c.left, c.failed);
   printf("200s: p50 %.2f ms, p99 %.2f ms, max %.2f ms (from arrival: p50 "
          "%.2f, p99 %.2f); longest wait for a free connection %.1f ms\n",
-         quantile(&R->over, -1, 0, 0.5), quantile(&R->over, -1, 0, 0.99),
-         quantile(&R->over, -1, 0, 1.0), quantile(&R->over, -1, 1, 0.5),
-         quantile(&R->over, -1, 1, 0.99), R->over.lag_max * 1e3);
+         quantile(&R->over, -1, SERVICE, 0.5), quantile(&R->over, -1, SERVICE, 0.99),
+         quantile(&R->over, -1, SERVICE, 1.0), quantile(&R->over, -1, RESPONSE, 0.5),
+         quantile(&R->over, -1, RESPONSE, 0.99), R->over.lag_max * 1e3);
   print_failures(&R->cap);
   print_failures(&R->over);
   printf("server RSS: idle %.1f MiB; overload start %.1f, middle %.1f, end "
@@ -2094,22 +2132,30 @@ static void print_report(const struct result *R)
                        "same bytes as before the load");
   if (R->exit_status != -2)
     printf("server exit status after SIGTERM: %d\n", R->exit_status);
-  printf("\nper request (overload): issued / 200 / 503 / left / failed, p50 "
-         "of the 200s\n");
+  printf("\nper request (overload); ms of the 200s: p50, p99, and the p50 of "
+         "the server's own read / queue / compute (Server-Timing)\n");
+  printf("  %-19s %6s %6s %6s %5s %6s %8s %8s %8s %8s %8s\n", "", "issued",
+         "200", "503", "left", "failed", "p50", "p99", "read", "queue",
+         "compute");
   for (int k = 0; k < g_nkinds; k++) {
     struct counts kc;
+    enum field fields[5] = {SERVICE, SERVICE, READ, QUEUE, COMPUTE};
+    double qs[5] = {0.5, 0.99, 0.5, 0.5, 0.5};
 
     count(&R->over, k, &kc);
-    double p50 = quantile(&R->over, k, 0, 0.5);
-    char p50s[32] = "-";
+    printf("  %-19s %6ld %6ld %6ld %5ld %6ld", g_kinds[k].name, kc.n, kc.ok,
+           kc.busy, kc.left, kc.failed);
+    for (int f = 0; f < 5; f++) {
+      double v = quantile(&R->over, k, fields[f], qs[f]);
 
-    if (isfinite(p50))
-      snprintf(p50s, sizeof p50s, "%.2f ms", p50);
-    printf("  %-19s %7ld %7ld %7ld %6ld %6ld %12s%s\n", g_kinds[k].name,
-           kc.n, kc.ok, kc.busy, kc.left, kc.failed, p50s,
-           g_kinds[k].checked || g_kinds[k].leave == LEAVE_BODY
-               ? ""
-               : "  (answers vary: not compared)");
+      if (isfinite(v))
+        printf(" %8.1f", v);
+      else
+        printf(" %8s", "-");
+    }
+    printf("%s\n", g_kinds[k].checked || g_kinds[k].leave == LEAVE_BODY
+                       ? ""
+                       : "  (answers vary: not compared)");
   }
   printf("\n%s%s\n", R->pass ? "PASS" : "FAIL: ", R->pass ? "" : R->why.p);
 }
