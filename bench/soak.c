@@ -1860,14 +1860,21 @@ static void count(const struct phase *ph, int kind, struct counts *c)
   }
 }
 
-/* Requests answered or left per second, counting those that ended within
- * the phase's seconds (not the ones in flight when it stopped issuing). */
+/* The work done per second: requests answered 200 or left by their
+ * clients (the server worked on them too; a 503 costs it next to nothing),
+ * counting those that ended within the phase's seconds, not the ones in
+ * flight when it stopped issuing. */
 static double finished_rate(const struct phase *ph)
 {
   long n = 0;
 
-  for (size_t i = 0; i < ph->nrec; i++)
-    n += ph->recs[i].outcome != O_FAILED && ph->recs[i].done_s <= ph->seconds;
+  for (size_t i = 0; i < ph->nrec; i++) {
+    const struct rec *r = &ph->recs[i];
+
+    n += (r->outcome == O_LEFT ||
+          (r->outcome == O_ANSWERED && r->status == 200)) &&
+         r->done_s <= ph->seconds;
+  }
   return (double)n / ph->seconds;
 }
 
@@ -2073,7 +2080,7 @@ static void write_json(const struct result *R)
           opt.connections, opt.seconds, opt.factor, opt.cap_connections,
           opt.cap_seconds, (unsigned long long)opt.seed);
   fprintf(f, "  \"capacity_rps\": %.1f, \"offered_rps_target\": %.1f, "
-             "\"offered_rps\": %.1f, \"finished_rps_in_overload\": %.1f,\n",
+             "\"offered_rps\": %.1f, \"done_rps_in_overload\": %.1f,\n",
           R->capacity, R->target, (double)R->over.issued / R->over.seconds,
           finished_rate(&R->over));
   fprintf(f, "  \"phases\": {\n");
@@ -2124,8 +2131,8 @@ static void print_report(const struct result *R)
          "end (the soak's own load included)\n",
          R->cores, R->load_start, R->load_end);
   printf("capacity %.0f req/s; offered %.0f req/s (target %.1fx = %.0f), "
-         "%ld connections, %.0f s; finished under overload %.0f req/s "
-         "(%.0f %% of capacity)\n",
+         "%ld connections, %.0f s; answered 200 or left under overload "
+         "%.0f req/s (%.0f %% of capacity)\n",
          R->capacity, (double)R->over.issued / R->over.seconds, opt.factor,
          R->target, (long)opt.connections, opt.seconds,
          finished_rate(&R->over),
