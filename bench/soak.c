@@ -8,11 +8,13 @@
  *   1. reference  every request of the mix twice, one at a time, on the
  *                 idle server.  Each must answer 200; its answer's bytes
  *                 (a digest) are what every later 200 is compared with.
- *   2. capacity   a closed loop: --capacity-connections (32, under the
- *                 server's default --max-queue of 64, so none is refused)
+ *   2. capacity   a closed loop: --capacity-connections (64: as many
+ *                 requests as the server's default --max-queue admits)
  *                 sending the mix back to back for --capacity-seconds.
- *                 Requests finished per second = the server's capacity
- *                 for this mix, here, now; it is also the warm-up.
+ *                 Requests done per second = the server's capacity for
+ *                 this mix, here, now; it is also the warm-up.  Fewer
+ *                 connections would measure the latency of each request
+ *                 more than the server's throughput.
  *   3. overload   --connections (256) offered --factor (2) times that
  *                 capacity for --seconds (60): arrivals at random
  *                 (Poisson) times, whether or not earlier requests were
@@ -99,7 +101,7 @@ static void usage(FILE *f)
   fprintf(f,
           "usage: soak --server PATH [--server-arg FLAG]... | --port P --pid PID\n"
           "            [--connections 256] [--seconds 60] [--factor 2]\n"
-          "            [--capacity-connections 32] [--capacity-seconds S]\n"
+          "            [--capacity-connections 64] [--capacity-seconds S]\n"
           "            [--request-timeout 120] [--settle-timeout 60]\n"
           "            [--out FILE] [--seed N]\n"
           "env: SOAK_SECONDS, SOAK_CONNECTIONS, SOAK_FACTOR (flags win)\n");
@@ -177,7 +179,7 @@ static void parse_opts(int argc, char **argv)
     exit(2);
   }
   if (opt.cap_connections <= 0)
-    opt.cap_connections = opt.connections < 32 ? opt.connections : 32;
+    opt.cap_connections = opt.connections < 64 ? opt.connections : 64;
   if (opt.cap_connections > opt.connections)
     opt.cap_connections = opt.connections;
   if (!(opt.cap_seconds > 0)) /* a sixth of the overload, 2 to 10 s */
