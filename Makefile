@@ -6,6 +6,7 @@
 #   make run        server on 127.0.0.1:8080  make bench    benchmark table
 #   make asan       tests under ASan+UBSan    make install  PREFIX=/usr/local
 #   make image      container image (podman)  make image-test  build + exercise it
+#   make soak       a minute of overload (README "Reliability")
 
 CC      ?= cc
 OPT     ?= -O2
@@ -50,6 +51,7 @@ LIB_PC = $(BUILD)/attnbias.pc
 SERVER = $(BUILD)/attnbiasd
 TESTS  = $(BUILD)/tests/run
 STESTS = $(BUILD)/tests/run-server
+SOAK_BIN = $(BUILD)/bench/soak
 
 .PHONY: all lib server test test-unit test-http test-isa run bench deps \
         asan install clean
@@ -131,7 +133,7 @@ run: $(DEPS_STAMP) $(SERVER)
 # none, as root).
 K8S_NPM = tests/k8s/node_modules/.package-lock.json
 
-test: $(DEPS_STAMP) $(K8S_NPM) all $(TESTS) $(if $(SUNIT),$(STESTS))
+test: $(DEPS_STAMP) $(K8S_NPM) all $(TESTS) $(if $(SUNIT),$(STESTS)) $(SOAK_BIN)
 	@tests/run-all.sh $(BUILD) $(PYTHON)
 
 $(K8S_NPM): tests/k8s/package.json tests/k8s/package-lock.json | $(DEPS_STAMP)
@@ -163,7 +165,7 @@ asan:
 # server and the bare libmicrohttpd yardstick, then prints the table and
 # writes bench/results.json.  BENCH_QUICK=1 for a fast smoke run;
 # `make bench-deps` installs the optional peer (python3-torch + OpenBLAS), wrk.
-BENCH_SRC   := $(filter-out bench/bare-server.c,$(wildcard bench/*.c))
+BENCH_SRC   := $(filter-out bench/bare-server.c bench/soak.c,$(wildcard bench/*.c))
 BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_BIN    = $(BUILD)/bench/bench
 BARE_BIN     = $(BUILD)/bench/bare-server
@@ -217,6 +219,25 @@ bench-deps:
 	  apt-get install -y -q $$missing || \
 	    (apt-get update -q && apt-get install -y -q $$missing); \
 	else echo "missing:$$missing (apt-get install them as root)"; exit 1; fi
+
+# ---- soak -------------------------------------------------------------------
+# `make soak`: a minute of overload against attnbiasd on loopback
+# (bench/soak.c; README "Reliability"): capacity measured first, then
+# SOAK_CONNECTIONS connections offered SOAK_FACTOR times it for SOAK_SECONDS;
+# prints a table, writes bench/soak.json, exits 1 on any failure.
+SOAK_SECONDS     ?= 60
+SOAK_CONNECTIONS ?= 256
+SOAK_FACTOR      ?= 2
+SOAK_OBJ          = $(addprefix $(BUILD)/bench/,soak.o common.o pool.o)
+
+$(SOAK_BIN): $(SOAK_OBJ) $(LIB_A)
+	$(CC) -pthread $(LDFLAGS) -o $@ $^ -lm
+
+.PHONY: soak
+soak: $(DEPS_STAMP) $(SERVER) $(SOAK_BIN)
+	$(SOAK_BIN) --server $(SERVER) --seconds $(SOAK_SECONDS) \
+	  --connections $(SOAK_CONNECTIONS) --factor $(SOAK_FACTOR) \
+	  --out bench/soak.json
 
 # ---- fuzzing ----------------------------------------------------------------
 # `make fuzz` rebuilds the codec with clang's libFuzzer, ASan and UBSan in
