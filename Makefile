@@ -51,7 +51,7 @@ TESTS  = $(BUILD)/tests/run
 STESTS = $(BUILD)/tests/run-server
 
 .PHONY: all lib server test test-unit test-http test-isa run bench deps \
-        asan install clean
+        npm-deps asan install clean
 all: lib $(if $(SRV_SRC),server)
 lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
 server: $(SERVER)
@@ -74,6 +74,23 @@ $(DEPS_STAMP): docker/packages-build.txt docker/packages-runtime.txt
 	     || { cat $(BUILD)/apt.log; exit 1; }; \
 	  else echo "missing Debian packages:$$missing (apt-get install them)"; \
 	    exit 1; fi; fi; touch $@
+
+# ---- npm: the OpenAPI linters and TypeScript client generators -------------
+# tests/clients/ pins them in package-lock.json; `make test` runs `npm ci`
+# there when node_modules is missing or the lockfile changed (the stamp is
+# the lockfile as installed), offline thereafter.  Without npm the suite is
+# skipped (tests/clients/test_clients.py).
+NPM_DIR   = tests/clients
+NPM_STAMP = $(NPM_DIR)/node_modules/.package-lock.attnbias
+npm-deps: $(NPM_STAMP)
+$(NPM_STAMP): $(NPM_DIR)/package.json $(NPM_DIR)/package-lock.json
+	@mkdir -p $(BUILD)
+	@if command -v npm >/dev/null; then \
+	  echo "npm ci in $(NPM_DIR)"; \
+	  (cd $(NPM_DIR) && npm ci) >$(BUILD)/npm.log 2>&1 \
+	    || { cat $(BUILD)/npm.log; exit 1; }; \
+	  cp $(NPM_DIR)/package-lock.json $@; \
+	else echo "npm not found: tests/clients will be skipped"; fi
 
 # ---- compile --------------------------------------------------------------
 $(BUILD)/lib/src/kernels/x86/%avx2.o:   FLAGS_ISA = $(ISA_avx2)
@@ -125,7 +142,7 @@ $(STESTS): $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A)
 run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
-test: $(DEPS_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS))
+test: $(DEPS_STAMP) npm-deps all $(TESTS) $(if $(SUNIT),$(STESTS))
 	@tests/run-all.sh $(BUILD) $(PYTHON)
 
 test-unit: $(TESTS)
