@@ -14,13 +14,6 @@ import { assert, check, copy, req } from "./lib.js";
 const { url, keyedUrl, key } = lib.parseArgs();
 client.setConfig({ baseUrl: url });
 
-/** The SDK types `data` from the JSON schema whatever parseAs says: a
- * binary answer (parseAs "arrayBuffer") is an ArrayBuffer all the same. */
-function bytes(data: unknown): ArrayBuffer {
-  assert(data instanceof ArrayBuffer, `binary answer is ${typeof data}`);
-  return data;
-}
-
 await check("healthz", async () => {
   const { data } = await sdk.healthz();
   lib.same(data, { status: "ok" }, "healthz");
@@ -51,78 +44,60 @@ await check("methods", async () => {
 await check("encodings (binary)", async () => {
   const body = copy(req.binary);
   const { data } = await sdk.encodings({ body });
-  assert(data !== undefined, "no answer");
-  lib.checkBinary(data);
-  lib.same(data, await lib.direct(url, "/v1/encodings", body), "client vs fetch");
+  lib.verify(data, lib.checkBinary, await lib.direct(url, "/v1/encodings", body));
 });
 
 await check("encodings (sinusoidal)", async () => {
-  const { data } = await sdk.encodings({ body: copy(req.sinusoidal) });
-  assert(data !== undefined, "no answer");
-  lib.checkSinusoidal(data);
+  lib.verify((await sdk.encodings({ body: copy(req.sinusoidal) })).data, lib.checkSinusoidal);
 });
 
 await check("rope (tables)", async () => {
   const body = copy(req.ropeTables);
   const { data } = await sdk.rope({ body });
-  assert(data !== undefined, "no answer");
-  lib.checkRopeTables(data);
-  lib.same(data, await lib.direct(url, "/v1/rope", body), "client vs fetch");
+  lib.verify(data, lib.checkRopeTables, await lib.direct(url, "/v1/rope", body));
 });
 
 await check("rope (q rotated)", async () => {
-  const { data } = await sdk.rope({ body: copy(req.ropeApply) });
-  assert(data !== undefined, "no answer");
-  lib.checkRopeApply(data);
+  lib.verify((await sdk.rope({ body: copy(req.ropeApply) })).data, lib.checkRopeApply);
 });
 
+// The SDK types `data` by the JSON answer whatever parseAs says: a binary
+// answer (parseAs "arrayBuffer") is an ArrayBuffer all the same (bytesOf).
 await check("rope (safetensors answer)", async () => {
   const body = copy(req.ropeTables);
-  const { data, response } = await sdk.rope({
-    body,
-    headers: { Accept: "application/vnd.safetensors" },
-    parseAs: "arrayBuffer",
-  });
-  assert(response.headers.get("content-type") === "application/vnd.safetensors", "content type");
-  lib.checkSafetensorsTables(bytes(data), (await lib.direct(url, "/v1/rope", body)) as lib.Tensors);
+  const type = "application/vnd.safetensors";
+  const { data, response } = await sdk.rope({ body, headers: { Accept: type }, parseAs: "arrayBuffer" });
+  const json = (await lib.direct(url, "/v1/rope", body)) as lib.Tensors;
+  lib.checkSafetensorsTables(lib.bytesOf(response, data, type), json);
 });
 
 await check("bias (alibi)", async () => {
   const body = copy(req.alibi);
   const { data } = await sdk.bias({ body });
-  assert(data !== undefined, "no answer");
-  lib.checkAlibi(data);
-  lib.same(data, await lib.direct(url, "/v1/bias", body), "client vs fetch");
+  lib.verify(data, lib.checkAlibi, await lib.direct(url, "/v1/bias", body));
 });
 
 await check("bias (kerple)", async () => {
-  const { data } = await sdk.bias({ body: copy(req.kerple) });
-  assert(data !== undefined, "no answer");
-  lib.checkKerple(data);
+  lib.verify((await sdk.bias({ body: copy(req.kerple) })).data, lib.checkKerple);
 });
 
 await check("bias (PNG answer)", async () => {
-  const { data, response } = await sdk.bias({ body: copy(req.alibi), headers: { Accept: "image/png" }, parseAs: "arrayBuffer" });
-  assert(response.headers.get("content-type") === "image/png", "content type");
-  lib.checkPng(bytes(data));
+  const type = "image/png";
+  const { data, response } = await sdk.bias({ body: copy(req.alibi), headers: { Accept: type }, parseAs: "arrayBuffer" });
+  lib.checkPng(lib.bytesOf(response, data, type));
 });
 
 await check("attention", async () => {
   const body = copy(req.attention);
   const { data } = await sdk.attention({ body });
-  assert(data !== undefined, "no answer");
-  lib.checkAttention(data);
-  lib.same(data, await lib.direct(url, "/v1/attention", body), "client vs fetch");
+  lib.verify(data, lib.checkAttention, await lib.direct(url, "/v1/attention", body));
 });
 
 await check("attention (.npy answer)", async () => {
-  const { data, response } = await sdk.attention({
-    body: { ...copy(req.attention), return: ["output" as const] },
-    headers: { Accept: "application/x-npy" },
-    parseAs: "arrayBuffer",
-  });
-  assert(response.headers.get("content-type") === "application/x-npy", "content type");
-  lib.checkNpyOutput(bytes(data));
+  const type = "application/x-npy";
+  const body = { ...copy(req.attention), return: ["output" as const] };
+  const { data, response } = await sdk.attention({ body, headers: { Accept: type }, parseAs: "arrayBuffer" });
+  lib.checkNpyOutput(lib.bytesOf(response, data, type));
 });
 
 await check("400 names the field", async () => {

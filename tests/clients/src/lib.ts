@@ -281,6 +281,23 @@ export const want = {
   attention: attentionCausal(copy(req.attention.q), copy(req.attention.k), copy(req.attention.v)),
 };
 
+/** An answer as the client parsed it: present, as checker wants, and (when
+ * given) equal to what fetch itself got for the same request. */
+export function verify<T>(data: T | undefined, checker: (d: T) => void, fetched?: unknown): void {
+  assert(data !== undefined, "no answer");
+  checker(data);
+  if (fetched !== undefined) same(data, fetched, "client vs fetch");
+}
+
+/** A binary answer (asked with parseAs "arrayBuffer"): its bytes, after
+ * checking its media type. */
+export function bytesOf(response: Response, data: unknown, type: string): ArrayBuffer {
+  assert(response.headers.get("content-type") === type,
+    `content type ${response.headers.get("content-type")}, want ${type}`);
+  assert(data instanceof ArrayBuffer, `binary answer is ${typeof data}`);
+  return data;
+}
+
 /** POST a JSON body with fetch itself: the answer a client must reproduce. */
 export async function direct(url: string, path: string, body: unknown, headers: Record<string, string> = {}): Promise<unknown> {
   const r = await fetch(url + path, {

@@ -48,83 +48,58 @@ await check("GET /v1/methods", async () => {
 await check("POST /v1/encodings (binary)", async () => {
   const body = copy(req.binary);
   const { data } = await api.POST("/v1/encodings", { body });
-  assert(data !== undefined, "no answer");
-  lib.checkBinary(data);
-  lib.same(data, await lib.direct(url, "/v1/encodings", body), "client vs fetch");
+  lib.verify(data, lib.checkBinary, await lib.direct(url, "/v1/encodings", body));
 });
 
 await check("POST /v1/encodings (sinusoidal)", async () => {
-  const { data } = await api.POST("/v1/encodings", { body: copy(req.sinusoidal) });
-  assert(data !== undefined, "no answer");
-  lib.checkSinusoidal(data);
+  lib.verify((await api.POST("/v1/encodings", { body: copy(req.sinusoidal) })).data, lib.checkSinusoidal);
 });
 
 await check("POST /v1/rope (tables)", async () => {
   const body = copy(req.ropeTables);
   const { data } = await api.POST("/v1/rope", { body });
-  assert(data !== undefined, "no answer");
-  lib.checkRopeTables(data);
-  lib.same(data, await lib.direct(url, "/v1/rope", body), "client vs fetch");
+  lib.verify(data, lib.checkRopeTables, await lib.direct(url, "/v1/rope", body));
 });
 
 await check("POST /v1/rope (q rotated)", async () => {
-  const { data } = await api.POST("/v1/rope", { body: copy(req.ropeApply) });
-  assert(data !== undefined, "no answer");
-  lib.checkRopeApply(data);
+  lib.verify((await api.POST("/v1/rope", { body: copy(req.ropeApply) })).data, lib.checkRopeApply);
 });
 
 await check("POST /v1/rope (safetensors answer)", async () => {
   const body = copy(req.ropeTables);
-  const { data, response } = await api.POST("/v1/rope", {
-    body,
-    headers: { Accept: "application/vnd.safetensors" },
-    parseAs: "arrayBuffer",
-  });
-  assert(response.headers.get("content-type") === "application/vnd.safetensors", "content type");
-  assert(data !== undefined, "no answer");
-  lib.checkSafetensorsTables(data, (await lib.direct(url, "/v1/rope", body)) as lib.Tensors);
+  const type = "application/vnd.safetensors";
+  const { data, response } = await api.POST("/v1/rope", { body, headers: { Accept: type }, parseAs: "arrayBuffer" });
+  const json = (await lib.direct(url, "/v1/rope", body)) as lib.Tensors;
+  lib.checkSafetensorsTables(lib.bytesOf(response, data, type), json);
 });
 
 await check("POST /v1/bias (alibi)", async () => {
   const body = copy(req.alibi);
   const { data } = await api.POST("/v1/bias", { body });
-  assert(data !== undefined, "no answer");
-  lib.checkAlibi(data);
-  lib.same(data, await lib.direct(url, "/v1/bias", body), "client vs fetch");
+  lib.verify(data, lib.checkAlibi, await lib.direct(url, "/v1/bias", body));
 });
 
 await check("POST /v1/bias (kerple)", async () => {
-  const { data } = await api.POST("/v1/bias", { body: copy(req.kerple) });
-  assert(data !== undefined, "no answer");
-  lib.checkKerple(data);
+  lib.verify((await api.POST("/v1/bias", { body: copy(req.kerple) })).data, lib.checkKerple);
 });
 
 await check("POST /v1/bias (PNG answer)", async () => {
-  const { data, response } = await api.POST("/v1/bias", {
-    body: copy(req.alibi),
-    headers: { Accept: "image/png" },
-    parseAs: "arrayBuffer",
-  });
-  assert(response.headers.get("content-type") === "image/png" && data !== undefined, "content type");
-  lib.checkPng(data);
+  const type = "image/png";
+  const { data, response } = await api.POST("/v1/bias", { body: copy(req.alibi), headers: { Accept: type }, parseAs: "arrayBuffer" });
+  lib.checkPng(lib.bytesOf(response, data, type));
 });
 
 await check("POST /v1/attention", async () => {
   const body = copy(req.attention);
   const { data } = await api.POST("/v1/attention", { body });
-  assert(data !== undefined, "no answer");
-  lib.checkAttention(data);
-  lib.same(data, await lib.direct(url, "/v1/attention", body), "client vs fetch");
+  lib.verify(data, lib.checkAttention, await lib.direct(url, "/v1/attention", body));
 });
 
 await check("POST /v1/attention (.npy answer)", async () => {
-  const { data, response } = await api.POST("/v1/attention", {
-    body: { ...copy(req.attention), return: ["output" as const] },
-    headers: { Accept: "application/x-npy" },
-    parseAs: "arrayBuffer",
-  });
-  assert(response.headers.get("content-type") === "application/x-npy" && data !== undefined, "content type");
-  lib.checkNpyOutput(data);
+  const type = "application/x-npy";
+  const body = { ...copy(req.attention), return: ["output" as const] };
+  const { data, response } = await api.POST("/v1/attention", { body, headers: { Accept: type }, parseAs: "arrayBuffer" });
+  lib.checkNpyOutput(lib.bytesOf(response, data, type));
 });
 
 await check("400 names the field", async () => {
