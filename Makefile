@@ -54,7 +54,7 @@ STESTS = $(BUILD)/tests/run-server
 SOAK_BIN = $(BUILD)/bench/soak
 
 .PHONY: all lib server test test-unit test-http test-isa run bench deps \
-        asan install clean
+        npm-deps asan install clean
 all: lib $(if $(SRV_SRC),server)
 lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
 server: $(SERVER)
@@ -77,6 +77,28 @@ $(DEPS_STAMP): docker/packages-build.txt docker/packages-runtime.txt
 	     || { cat $(BUILD)/apt.log; exit 1; }; \
 	  else echo "missing Debian packages:$$missing (apt-get install them)"; \
 	    exit 1; fi; fi; touch $@
+
+# ---- npm: test tools pinned by committed lockfiles ---------------------------
+# Each directory of NPM_DIRS is an npm project of tests (tests/clients: the
+# OpenAPI linters and TypeScript client generators; tests/k8s: the
+# Kubernetes schema validator).  `make test` runs `npm ci` in one when its
+# node_modules is missing or its lockfile changed (the stamp is the lockfile
+# as installed), offline thereafter.  Without npm, root on Debian installs
+# Debian's nodejs and npm first; otherwise the build stops and says so.
+NPM_DIRS   = tests/clients tests/k8s
+NPM_STAMPS = $(NPM_DIRS:%=%/node_modules/.package-lock.attnbias)
+npm-deps: $(NPM_STAMPS)
+%/node_modules/.package-lock.attnbias: %/package.json %/package-lock.json | $(DEPS_STAMP)
+	@command -v npm >/dev/null || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing: nodejs npm"; \
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -q nodejs npm \
+	      >$(BUILD)/apt-npm.log 2>&1 || { cat $(BUILD)/apt-npm.log; exit 1; }; \
+	  else echo "npm is missing (apt-get install nodejs npm)"; exit 1; fi
+	@echo "npm ci in $*"
+	@(cd $* && npm ci --no-audit --no-fund) >$(BUILD)/npm-$(notdir $*).log 2>&1 \
+	  || { cat $(BUILD)/npm-$(notdir $*).log; exit 1; }
+	@cp $*/package-lock.json $@
 
 # ---- compile --------------------------------------------------------------
 $(BUILD)/lib/src/kernels/x86/%avx2.o:   FLAGS_ISA = $(ISA_avx2)
@@ -128,22 +150,8 @@ $(STESTS): $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A)
 run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
-# tests/k8s validates docker/kubernetes/ offline with npm packages, installed
-# by `npm ci` from the committed lockfile (npm from Debian when there is
-# none, as root).
-K8S_NPM = tests/k8s/node_modules/.package-lock.json
-
-test: $(DEPS_STAMP) $(K8S_NPM) all $(TESTS) $(if $(SUNIT),$(STESTS)) $(SOAK_BIN)
+test: $(DEPS_STAMP) npm-deps all $(TESTS) $(if $(SUNIT),$(STESTS)) $(SOAK_BIN)
 	@tests/run-all.sh $(BUILD) $(PYTHON)
-
-$(K8S_NPM): tests/k8s/package.json tests/k8s/package-lock.json | $(DEPS_STAMP)
-	@command -v npm >/dev/null || \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing: nodejs npm"; \
-	    apt-get -o DPkg::Lock::Timeout=600 install -y -q nodejs npm >$(BUILD)/apt-npm.log 2>&1 \
-	      || { cat $(BUILD)/apt-npm.log; exit 1; }; \
-	  else echo "npm is missing (apt-get install nodejs npm)"; exit 1; fi
-	cd tests/k8s && npm ci --no-audit --no-fund --loglevel=error
 
 test-unit: $(TESTS)
 	$(TESTS)
