@@ -299,7 +299,8 @@ def test_document_shape():
             assert "X-Attnbias-Ignored" in ok["headers"], where
             assert {"application/json", "application/vnd.safetensors",
                     "application/x-npy"} <= set(ok["content"]), where
-    assert "image/png" in doc["paths"]["/v1/bias"]["post"]["responses"]["200"]["content"]
+    for path in ("/v1/bias", "/v1/attention"):
+        assert "image/png" in doc["paths"][path]["post"]["responses"]["200"]["content"], path
     schemes = doc["components"]["securitySchemes"]
     assert schemes["bearerAuth"] == dict(schemes["bearerAuth"], type="http", scheme="bearer")
     assert doc["security"] == [{"bearerAuth": []}]

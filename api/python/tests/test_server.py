@@ -1,8 +1,10 @@
 """test_server.py: the package against a real attnbiasd (ATTNBIAS_URL), as a
 notebook would use it: every route, numbers against the float64 references
 of reference.py, every dtype in and out (bfloat16 as float32 or as raw
-uint16 patterns), the warning for ignored fields, and errors."""
+uint16 patterns), the warning for ignored fields, errors, and the
+server's pictures (bias_heatmap, attention_heatmap)."""
 
+import struct
 import unittest
 import warnings
 
@@ -12,6 +14,14 @@ import attnbias
 from reference import (close, example12, ref_alibi, ref_attention, ref_inv_freq,
                        ref_rope_apply, ref_sinusoidal, ref_t5_bucket, ref_yarn_inv_freq)
 from support import server_client
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(data):
+    """(width, height) from a PNG's IHDR chunk."""
+    assert data[:8] == PNG_MAGIC and data[12:16] == b"IHDR", data[:16]
+    return struct.unpack(">II", data[16:24])
 
 
 class ServerCase(unittest.TestCase):
@@ -175,6 +185,17 @@ class Errors(ServerCase):
         e = cm.exception
         self.assertEqual((e.status, e.field), (400, "/rotary_dim"))
         self.assertTrue(e.type.startswith("https://attnbias.dev/errors/") and e.detail, e)
+
+
+class Pictures(ServerCase):
+    def test_heatmaps(self):
+        ab = self.client()
+        one = ab.bias_heatmap("alibi", 8, 32, head=3, causal=True)
+        grid = ab.bias_heatmap("alibi", 8, 32, heads=[0, 3, 7], causal=True)
+        self.assertGreater(png_size(grid)[0], png_size(one)[0])  # side by side
+        q = np.random.default_rng(1).standard_normal((1, 2, 16, 8)).astype(np.float32)
+        pic = ab.attention_heatmap(q, q, q, heads=[0, 1], causal=True)
+        self.assertGreater(png_size(pic)[0], 0)
 
 
 if __name__ == "__main__":
