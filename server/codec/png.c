@@ -193,40 +193,35 @@ static void fill_rect(struct image *im, int x0, int y0, int w, int h,
 
 static int text_w(const char *s) { return (int)strlen(s) * GLYPH_W; }
 
-/* s left to right, its top-left corner at (x, y). */
-static void draw_text(struct image *im, int x, int y, const char *s)
+/* s in the font: left to right with its top-left corner at (x, y), or
+ * (up) turned a quarter left, read bottom to top as a y axis title, the
+ * glyphs' tops facing column x and the text starting at row y. */
+static void draw_string(struct image *im, int x, int y, const char *s, int up)
 {
-  for (; *s; s++, x += GLYPH_W) {
-    const struct glyph *g = find_glyph(*s);
-    int r, k;
-    if (!g)
-      continue;
-    for (r = 0; r < 7; r++)
-      for (k = 0; k < 5; k++)
-        if (g->rows[r][k] == '#')
-          fill_rect(im, x + k * FONT_SCALE, y + r * FONT_SCALE, FONT_SCALE,
-                    FONT_SCALE, g_ink);
-  }
-}
-
-/* s turned a quarter left (read bottom to top, as a y axis title): its
- * glyphs' tops face left, column x; it ends at row `bottom` going up. */
-static void draw_text_up(struct image *im, int x, int bottom, const char *s)
-{
-  int c;
+  int c, r, k;
 
   for (c = 0; s[c]; c++) {
     const struct glyph *g = find_glyph(s[c]);
-    int r, k;
     if (!g)
       continue;
     for (r = 0; r < 7; r++)
-      for (k = 0; k < 5; k++)
-        if (g->rows[r][k] == '#')
-          fill_rect(im, x + r * FONT_SCALE,
-                    bottom - (c * GLYPH_W + (k + 1) * FONT_SCALE), FONT_SCALE,
+      for (k = 0; k < 5; k++) {
+        int along = c * GLYPH_W + k * FONT_SCALE; /* from the text's start */
+        if (g->rows[r][k] != '#')
+          continue;
+        if (up)
+          fill_rect(im, x + r * FONT_SCALE, y - along - FONT_SCALE, FONT_SCALE,
                     FONT_SCALE, g_ink);
+        else
+          fill_rect(im, x + along, y + r * FONT_SCALE, FONT_SCALE, FONT_SCALE,
+                    g_ink);
+      }
   }
+}
+
+static void draw_text(struct image *im, int x, int y, const char *s)
+{
+  draw_string(im, x, y, s, 0);
 }
 
 /* ======================================================================
@@ -611,7 +606,7 @@ static void draw_axis_titles(struct image *im, const struct layout *L)
 
   draw_text(im, L->grid_x + (grid_w - text_w(X_LABEL)) / 2, L->xtitle_y,
             X_LABEL);
-  draw_text_up(im, MARGIN, L->ytitle_mid + text_w(Y_LABEL) / 2, Y_LABEL);
+  draw_string(im, MARGIN, L->ytitle_mid + text_w(Y_LABEL) / 2, Y_LABEL, 1);
 }
 
 /* Printable copy of the title: ASCII the font can draw, at most TITLE_MAX. */
