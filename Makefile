@@ -5,6 +5,7 @@
 #   make            library + server          make test     all tests
 #   make run        server on 127.0.0.1:8080  make bench    benchmark table
 #   make asan       tests under ASan+UBSan    make install  PREFIX=/usr/local
+#   make image      container image (podman)  make image-test  build + exercise it
 
 CC      ?= cc
 OPT     ?= -O2
@@ -39,7 +40,7 @@ STEST_SRC := $(wildcard tests/runner/*.c) $(SUNIT)
 STEST_OBJ := $(STEST_SRC:%.c=$(BUILD)/%.o)
 SRV_LIB_OBJ := $(filter-out $(BUILD)/$(SRV_MAIN:%.c=%.o),$(SRV_OBJ))
 
-SRV_PKGS  = libmicrohttpd jansson libuv libpng
+SRV_PKGS  = libmicrohttpd jansson libuv libpng gnutls
 SRV_CFLAGS = $(shell pkg-config --cflags $(SRV_PKGS) 2>/dev/null)
 SRV_LIBS   = $(shell pkg-config --libs $(SRV_PKGS) 2>/dev/null)
 
@@ -125,8 +126,22 @@ $(STESTS): $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A)
 run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
-test: $(DEPS_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS))
+# tests/k8s validates docker/kubernetes/ offline with npm packages, installed
+# by `npm ci` from the committed lockfile (npm from Debian when there is
+# none, as root).
+K8S_NPM = tests/k8s/node_modules/.package-lock.json
+
+test: $(DEPS_STAMP) $(K8S_NPM) all $(TESTS) $(if $(SUNIT),$(STESTS))
 	@tests/run-all.sh $(BUILD) $(PYTHON)
+
+$(K8S_NPM): tests/k8s/package.json tests/k8s/package-lock.json | $(DEPS_STAMP)
+	@command -v npm >/dev/null || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing: nodejs npm"; \
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -q nodejs npm >$(BUILD)/apt-npm.log 2>&1 \
+	      || { cat $(BUILD)/apt-npm.log; exit 1; }; \
+	  else echo "npm is missing (apt-get install nodejs npm)"; exit 1; fi
+	cd tests/k8s && npm ci --no-audit --no-fund --loglevel=error
 
 test-unit: $(TESTS)
 	$(TESTS)
@@ -242,6 +257,23 @@ fuzz: $(DEPS_STAMP)
 	$(FUZZ_BUILD)/tests/fuzz/fuzz-codec -max_total_time=$(FUZZ_SECONDS) \
 	  -max_len=65536 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/ \
 	  $(FUZZ_BUILD)/corpus
+
+# ---- the container image (podman; docker/podman.py) -------------------------
+# `make image` builds docker/Dockerfile as localhost/attnbias:latest;
+# `make image-test` builds it under a throwaway tag and exercises the image
+# (tests/image/test_image.py); `make scale-test` runs three replicas behind
+# HAProxy through a rolling restart (tests/image/scale_test.py).  Each
+# installs podman, runc and debootstrap (and HAProxy) when run as root, and
+# makes the Debian base image once.
+.PHONY: image image-test scale-test
+image:
+	$(PYTHON) docker/podman.py image --tag localhost/attnbias:latest
+
+image-test: $(DEPS_STAMP)
+	$(PYTHON) tests/image/test_image.py
+
+scale-test: $(DEPS_STAMP)
+	$(PYTHON) tests/image/scale_test.py
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

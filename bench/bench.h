@@ -164,6 +164,14 @@ void bench_encoding(struct bench_pool *pool);
 void bench_codec(void);
 void bench_service(struct bench_pool *pool);
 
+/* HTTPS (tls.c): a throwaway self-signed certificate for 127.0.0.1 as
+ * DIR/tls.crt and DIR/tls.key (paths into cert and key, cap bytes each),
+ * 0 or -1; and the service section's binary attention request over TLS
+ * (to https_port, verified with the certificate ca) against plain HTTP
+ * (to http_port), in the same rounds. */
+int bench_tls_cert(const char *dir, char *cert, char *key, size_t cap);
+void bench_tls_attention(int http_port, int https_port, const char *ca);
+
 /* Time one dense fp32 attention [1,H,N,d] in process over the pool (q, k,
  * v, out caller-allocated); returns seconds or a negative value. */
 double bench_attention_once(struct bench_pool *pool, float *q, float *k,

@@ -549,7 +549,8 @@ struct server {
 
 /* Start a server printing its port on stdout (or, use_unix set, listening on
  * g_unix) and wait (10 s at most) until it is bound and answers GET path
- * with 200. */
+ * with 200 (ready_path NULL: until it printed its port; an HTTPS server
+ * whose client checks it). */
 static int server_start(struct server *s, const char *label, char *const argv[],
                         const char *ready_path, int use_unix)
 {
@@ -585,6 +586,8 @@ static int server_start(struct server *s, const char *label, char *const argv[],
     if (!s->port)
       usleep(20000);
   }
+  if (!ready_path && s->port)
+    return 0;
   while ((s->port || use_unix) && bench_now() < end) {
     if (use_unix && waitpid(s->pid, &status, WNOHANG) == s->pid) {
       bench_child_remove(s->pid);
@@ -1059,7 +1062,8 @@ static void rm_tmp(void)
   static const char *const names[] = {
       "attnbiasd.out", "attnbiasd.err", "bare-server.out", "bare-server.err",
       "wrk.out",       "wrk.err",       "small.json",      "small.resp",
-      "attnbiasd-unix.out", "attnbiasd-unix.err", "attnbiasd.sock"};
+      "attnbiasd-unix.out", "attnbiasd-unix.err", "attnbiasd.sock",
+      "attnbiasd-tls.out", "attnbiasd-tls.err", "tls.crt", "tls.key"};
   char p[160];
   size_t i;
 
@@ -1137,6 +1141,28 @@ void bench_service(struct bench_pool *pool)
     http_attention(pool, ours.port, ours.pid, ok);
     if (ok)
       stop(us.pid);
+  }
+  {
+    /* The same request over HTTPS (bench/tls.c), plain HTTP to `ours` in
+     * the same rounds. */
+    struct server ts;
+    char cert[160], key[160], *targv[16];
+    int k = i;
+
+    memcpy(targv, argv, (size_t)i * sizeof *argv);
+    targv[k++] = "--tls-cert";
+    targv[k++] = cert;
+    targv[k++] = "--tls-key";
+    targv[k++] = key;
+    targv[k] = NULL;
+    if (bench_tls_cert(g_tmp, cert, key, sizeof cert) != 0)
+      bench_skip("http_attention_tls", "cannot make a certificate");
+    else if (server_start(&ts, "attnbiasd-tls", targv, NULL, 0) != 0)
+      bench_skip("http_attention_tls", "attnbiasd --tls-cert did not start");
+    else {
+      bench_tls_attention(ours.port, ts.port, cert);
+      stop(ts.pid);
+    }
   }
   stop(ours.pid);
   rm_tmp();

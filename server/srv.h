@@ -127,6 +127,11 @@ struct srv_config {
   double drain_s;
   char api_key[512];       /* "" : no auth */
   int http_threads;        /* libmicrohttpd's internal pool */
+  char tls_cert[1024];     /* "" : plain HTTP; else HTTPS with this PEM
+                            * certificate (chain), reread on SIGHUP */
+  char tls_key[1024];      /* its PEM private key */
+  char tls_ca[1024];       /* PEM CA(s) --healthcheck verifies the server
+                            * with; "" : the certificate tls_cert itself */
 };
 extern struct srv_config srv_cfg;
 

@@ -121,6 +121,28 @@ int srv_http_healthcheck(const char *host, int port);
 /* The same over the Unix-domain socket at path (--unix-socket). */
 int srv_http_healthcheck_unix(const char *path);
 
+/* ---- tls.c: HTTPS (--tls-cert, --tls-key) ---------------------------- */
+
+struct MHD_OptionItem;
+
+/* The GnuTLS priority string of the server and of the health check: TLS
+ * 1.2 and 1.3, forward-secret AEAD suites only. */
+extern const char srv_tls_priorities[];
+/* 1 when the server is to speak HTTPS (srv_cfg.tls_cert is set). */
+int srv_tls_enabled(void);
+/* Check that libmicrohttpd has TLS, read --tls-cert and --tls-key and make
+ * them the certificate new connections get.  Returns 0, or -1 with a
+ * message naming the flag, the file and the reason in msg. */
+int srv_tls_start(char *msg, size_t cap);
+/* SIGHUP: read both files again.  Returns 0 (msg says which certificate
+ * new connections now get; open connections keep theirs), or -1 with the
+ * reason in msg and the certificate served unchanged. */
+int srv_tls_reload(char *msg, size_t cap);
+/* After the daemon has stopped: drop the current certificate. */
+void srv_tls_stop(void);
+/* The daemon options of HTTPS, MHD_OPTION_END-terminated, into items[4]. */
+void srv_tls_daemon_options(struct MHD_OptionItem *items);
+
 /* ---- unix.c: the Unix-domain socket (--unix-socket) ---------------- */
 
 /* Bind and listen on path (replacing a stale socket left by a server that

@@ -18,6 +18,8 @@
 
 #include <microhttpd.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,7 +108,8 @@ static _Atomic int g_inflight; /* requests begun, not completed */
 static _Atomic int g_queue;    /* admitted, not finished */
 static size_t g_max_body;      /* bytes */
 
-int srv_http_inflight(void) { return atomic_load(&g_inflight); }
+static int adopted_open(void);
+int srv_http_inflight(void) { return atomic_load(&g_inflight) + adopted_open(); }
 int srv_http_queue_depth(void) { return atomic_load(&g_queue); }
 int srv_http_draining(void) { return atomic_load(&g_draining); }
 int srv_http_port(void) { return g_port; }
@@ -988,6 +992,7 @@ int srv_http_start(void)
                                    {MHD_OPTION_END, 0, NULL}};
   struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL},
                                     {MHD_OPTION_END, 0, NULL}};
+  struct MHD_OptionItem tls[4] = {{MHD_OPTION_END, 0, NULL}};
   int rc, lfd = -1;
 
   memset(&hints, 0, sizeof hints);
@@ -1040,6 +1045,12 @@ int srv_http_start(void)
   else
     where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
 
+  /* HTTPS: libmicrohttpd's own TLS, the certificate from http/tls.c. */
+  if (srv_tls_enabled()) {
+    flags |= MHD_USE_TLS;
+    srv_tls_daemon_options(tls);
+  }
+
   /* A pool of one polling thread is no pool: MHD warns if asked for it. */
   if (threads > 1)
     pool[0] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE,
@@ -1051,6 +1062,7 @@ int srv_http_start(void)
       MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
       MHD_OPTION_ARRAY, where,
       MHD_OPTION_ARRAY, pool,
+      MHD_OPTION_ARRAY, tls,
       MHD_OPTION_CONNECTION_TIMEOUT, timeout,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv_cfg.max_connections,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, SRV_MHD_CONN_MEMORY,
@@ -1078,9 +1090,71 @@ int srv_http_start(void)
   g_port = info ? info->port : srv_cfg.port;
   snprintf(shown, sizeof shown, strchr(srv_cfg.host, ':') ? "[%s]" : "%s",
            srv_cfg.host);
-  printf("%s listening on http://%s:%d\n", SRV_NAME, shown, g_port);
+  printf("%s listening on %s://%s:%d\n", SRV_NAME,
+         srv_tls_enabled() ? "https" : "http", shown, g_port);
   fflush(stdout);
   return 0;
+}
+
+/* Connections the kernel had completed but MHD had not yet accepted when
+ * it stopped listening.  Closing the socket would reset them, and a client
+ * that has sent its request on one (a load balancer's new connection to
+ * this replica) could not tell whether it was received: a large body
+ * cannot be resent.  So they are handed to MHD, and answered as every new
+ * request during the drain is (503, Connection: close).  What arrives
+ * between the last accept and the close is refused by the kernel.
+ *
+ * MHD takes them in on its own threads a moment later, so until MHD closes
+ * one (after its answer) it counts as a request in flight: the drain would
+ * otherwise end before their requests begin, and close them unanswered.
+ * Each is known by its descriptor and socket inode (a descriptor number
+ * may be reused once MHD has closed it). */
+#define ADOPTED_MAX 256
+static struct {
+  int fd;
+  ino_t ino;
+} g_adopted[ADOPTED_MAX];
+static _Atomic int g_nadopted; /* entries of g_adopted, set once */
+
+static int adopted_open(void)
+{
+  int i, n = atomic_load(&g_nadopted), open = 0;
+  struct stat st;
+
+  for (i = 0; i < n; i++)
+    if (fstat(g_adopted[i].fd, &st) == 0 && st.st_ino == g_adopted[i].ino)
+      open++;
+  return open;
+}
+
+static void adopt_backlog(MHD_socket fd)
+{
+  int fl = fcntl(fd, F_GETFL), n = 0;
+
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+    return;
+  for (;;) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    struct stat st;
+    int c = accept4(fd, (struct sockaddr *)&ss, &len,
+                    SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+    if (c < 0 && errno == EINTR)
+      continue;
+    if (c < 0)
+      break; /* EAGAIN: the queue is empty */
+    if (n < ADOPTED_MAX && fstat(c, &st) == 0) {
+      g_adopted[n].fd = c;
+      g_adopted[n++].ino = st.st_ino;
+    }
+    /* On failure MHD closes the socket itself. */
+    MHD_add_connection(g_daemon, c, (struct sockaddr *)&ss, len);
+  }
+  atomic_store(&g_nadopted, n);
+  if (n)
+    srv_log("drain: %d connection(s) queued in the kernel taken in, to be "
+            "answered", n);
 }
 
 void srv_http_drain(void)
@@ -1092,8 +1166,10 @@ void srv_http_drain(void)
   /* Stop accepting: the listening socket is ours to close after quiesce;
    * new connections are then refused by the kernel. */
   fd = MHD_quiesce_daemon(g_daemon);
-  if (fd != MHD_INVALID_SOCKET)
+  if (fd != MHD_INVALID_SOCKET) {
+    adopt_backlog(fd);
     close(fd);
+  }
   /* A Unix socket's path goes with it: new clients get ENOENT at once. */
   srv_unix_remove();
 }

@@ -22,6 +22,7 @@ enum opt_type {
   OPT_INT,
   OPT_NUM,
   OPT_KEYFILE,
+  OPT_FILE,
   OPT_ACTION
 };
 
@@ -68,6 +69,16 @@ static const struct opt g_opts[] = {
      "on SIGTERM/SIGINT, seconds to finish open requests (default 30)"},
     {"api-key-file", OPT_KEYFILE, OFF(api_key), 0, 0, 0,
      "file whose first line is the API key (default: no key)"},
+    /* HTTPS: the files are read by http/tls.c (at start, again on SIGHUP)
+     * and by the health check's client. */
+    {"tls-cert", OPT_FILE, OFF(tls_cert), 0, 0, 0,
+     "serve HTTPS with this PEM certificate (chain); needs --tls-key; "
+     "reread on SIGHUP"},
+    {"tls-key", OPT_FILE, OFF(tls_key), 0, 0, 0,
+     "the PEM private key of --tls-cert"},
+    {"tls-ca", OPT_FILE, OFF(tls_ca), 0, 0, 0,
+     "PEM CA(s) --healthcheck verifies the HTTPS server with (default: "
+     "--tls-cert itself)"},
     {"healthcheck", OPT_ACTION, SRV_ACTION_HEALTHCHECK, 0, 0, 0,
      "GET /healthz on --host/--port (or --unix-socket); exit 0 if 200, "
      "else 1"},
@@ -269,6 +280,13 @@ static int set_value(struct srv_config *cfg, const struct opt *o,
     return 0;
   case OPT_KEYFILE:
     return read_key_file(val, field, sizeof cfg->api_key, msg, msgcap, src);
+  case OPT_FILE:
+    /* Read later (and again on SIGHUP): here only its length is known. */
+    if (!*val || strlen(val) >= sizeof cfg->tls_cert)
+      return failf(msg, msgcap, "%s: '%s' is not a file path of 1 to %zu "
+                   "bytes", src, val, sizeof cfg->tls_cert - 1);
+    strcpy(field, val);
+    return 0;
   case OPT_ACTION:
     break;
   }
@@ -359,6 +377,23 @@ int srv_config_load(struct srv_config *cfg, int argc, char **argv,
                  "--unix-socket-mode (ATTNBIAS_UNIX_SOCKET_MODE) %o is set "
                  "but there is no --unix-socket to apply it to",
                  (unsigned)cfg->unix_socket_mode);
+  /* (--healthcheck needs no key: it only trusts the certificate.) */
+  if (!cfg->tls_cert[0] != !cfg->tls_key[0] &&
+      (*action == SRV_ACTION_RUN || !cfg->tls_cert[0]))
+    return failf(msg, msgcap,
+                 "%s is set but %s is not: HTTPS needs both the certificate "
+                 "and its private key",
+                 cfg->tls_cert[0] ? "--tls-cert (ATTNBIAS_TLS_CERT)"
+                                  : "--tls-key (ATTNBIAS_TLS_KEY)",
+                 cfg->tls_cert[0] ? "--tls-key" : "--tls-cert");
+  /* A server run has no use for a CA: it is there for --healthcheck (which
+   * may run without the server's files), so on its own it is a mistake. */
+  if (cfg->tls_ca[0] && !cfg->tls_cert[0] && *action == SRV_ACTION_RUN)
+    return failf(msg, msgcap,
+                 "--tls-ca (ATTNBIAS_TLS_CA) '%s' is set but there is no "
+                 "--tls-cert: the CA is for --healthcheck against an HTTPS "
+                 "server",
+                 cfg->tls_ca);
   if (cfg->threads == 0)
     cfg->threads = srv_config_cpus();
   if (cfg->threads > 1024)

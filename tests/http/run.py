@@ -37,7 +37,8 @@ its default.  Raise run.Skip("why") (import run) only when something outside
 the project is missing; a skip is printed but counts as neither passed nor
 failed.
 
-A Server has: .url ("http://127.0.0.1:PORT", also .base_url), .host, .port,
+A Server has: .url ("http://127.0.0.1:PORT", also .base_url; https:// for a
+server started with --tls-cert, whose requests use .ssl_context), .host, .port,
 .binary, .api_key, .proc (subprocess.Popen), and
   request(method, path, body=None, json=None, headers=None, timeout=30)
       -> Response(.status, .headers (lower-case names), .body (bytes),
@@ -105,7 +106,7 @@ class Response:
                                         self.body[:200])
 
 
-_LISTEN_RE = re.compile(r"listening on (?:http://(\[[^\]]+\]|[^:/\s]+):(\d+)|unix:(\S+))")
+_LISTEN_RE = re.compile(r"listening on (?:(https?)://(\[[^\]]+\]|[^:/\s]+):(\d+)|unix:(\S+))")
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -138,6 +139,10 @@ class Server:
                 f.write(api_key + "\n")
             args += ["--api-key-file", self._keyfile]
         self.unix = None
+        self.scheme = "http"
+        # For an HTTPS server (--tls-cert): the ssl.SSLContext request()
+        # verifies it with, set by the test that made its certificate.
+        self.ssl_context = None
         if "--unix-socket" not in args:
             args = ["--host", "127.0.0.1", "--port", "0"] + args
         # Under valgrind the server runs ~50x slower, its own clock does
@@ -170,7 +175,7 @@ class Server:
         if self.unix:
             self.url = self.base_url = "http://localhost"
         else:
-            self.url = self.base_url = "http://%s:%d" % (self.host, self.port)
+            self.url = self.base_url = "%s://%s:%d" % (self.scheme, self.host, self.port)
 
     def _read_port(self, timeout):
         deadline = time.monotonic() + timeout
@@ -184,11 +189,12 @@ class Server:
                     break
                 buf += chunk
                 m = _LISTEN_RE.search(buf.decode("utf-8", "replace"))
-                if m and m.group(3):
-                    self.unix = m.group(3)
+                if m and m.group(4):
+                    self.unix = m.group(4)
                     return "localhost", None
                 if m:
-                    return m.group(1).strip("[]"), int(m.group(2))
+                    self.scheme = m.group(1)
+                    return m.group(2).strip("[]"), int(m.group(3))
             elif self.proc.poll() is not None:
                 break
         raise RuntimeError("server did not print its port (exit %r): %s\n%s"
@@ -212,6 +218,9 @@ class Server:
             body = body.encode()
         if self.unix:
             conn = UnixHTTPConnection(self.unix, timeout * SLOW)
+        elif self.scheme == "https":
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout * SLOW,
+                                               context=self.ssl_context)
         else:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout * SLOW)
         try:

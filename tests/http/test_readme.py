@@ -26,6 +26,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -68,10 +69,12 @@ def shell_commands(block):
 
 def curl_commands(path=README):
     """The curl commands aimed at the `make run` server (the Unix-socket
-    example starts its own server: test_unix_socket_example)."""
+    and HTTPS examples start their own servers: test_unix_socket_example,
+    test_https_example; the container example is run by `make image-test`,
+    tests/image/test_image.py)."""
     out = []
     for lang, block in code_blocks("sh", path):
-        if "--unix-socket" in block:
+        if "--unix-socket" in block or "--tls-cert" in block or "podman" in block:
             continue
         out += [c for c in shell_commands(block) if c.startswith("curl ")]
     return out
@@ -163,6 +166,29 @@ def test_unix_socket_example(binary):
         assert p.returncode == 0, p.stderr
         assert '{"status":"ok"}' in p.stdout, p.stdout
         assert not os.path.exists(sock), "the socket file outlived the server"
+
+
+def test_https_example(binary):
+    """The HTTPS block runs as printed (its binary, port and files pointed
+    at this build, a free port and a temporary directory): openssl makes a
+    self-signed certificate, curl --cacert gets the health answer, the
+    health check verifies the server with its own certificate, and SIGHUP
+    then SIGTERM leave the server exiting 0."""
+    blocks = [b for _, b in code_blocks("sh") if "--tls-cert" in b]
+    assert len(blocks) == 1, "want one HTTPS example in README.md"
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = str(s.getsockname()[1])
+    s.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        script = (blocks[0].replace("build/attnbiasd", binary)
+                  .replace("/tmp/", tmp + "/").replace("8443", port))
+        assert script.count(port) >= 3, "the example no longer uses port 8443"
+        p = subprocess.run(["bash", "-c", "set -e\n" + script + "\nwait $!\n"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert '{"status":"ok"}' in p.stdout and "healthy" in p.stdout, p.stdout
+        assert "SIGHUP: TLS reloaded" in p.stderr, p.stderr
 
 
 def test_c_example(binary):
@@ -362,8 +388,13 @@ def test_dockerfile(binary):
     assert "tini" in _package_list("packages-runtime.txt")
     entry = json.loads(next(a for i, a in runtime if i == "ENTRYPOINT"))
     assert entry[:2] == ["/usr/bin/tini", "--"] and entry[2].endswith("attnbiasd"), entry
+    # The address is set by the environment, which --healthcheck shares:
+    # a flag in CMD would leave the HEALTHCHECK asking another port.
+    env = " ".join(a for i, a in runtime if i == "ENV")
+    assert "ATTNBIAS_HOST=0.0.0.0" in env.split() and "ATTNBIAS_PORT=8080" in env.split(), env
     cmd = json.loads(next(a for i, a in runtime if i == "CMD"))
-    assert cmd[cmd.index("--host") + 1] == "0.0.0.0" and "8080" in cmd, cmd
+    assert not any(c in ("--host", "--port") or c.startswith(("--host=", "--port="))
+                   for c in cmd), cmd
     assert ("EXPOSE", "8080") in runtime
     health = next(a for i, a in runtime if i == "HEALTHCHECK")
     assert re.search(r'CMD \["[^"]*attnbiasd", "--healthcheck"\]', health), health
