@@ -173,13 +173,15 @@ void srv_call_fail(struct srv_call *c, const struct srv_err *e)
   }
 }
 
-/* After the jobs succeeded: the handler's finish, then the body -- the
- * handler's own (c->custom) or the codec's encoding of c->outputs. */
+/* After the jobs succeeded: the route's finish for a picture, then the
+ * body -- the handler's own (c->custom) or the codec's encoding of
+ * c->outputs. */
 static void finish_ok(struct srv_call *c)
 {
   struct srv_err err;
 
-  if (c->route->finish && c->route->finish(c, &err) != 0) {
+  if (c->route->finish && c->fmt == SRV_FMT_PNG &&
+      c->route->finish(c, &err) != 0) {
     srv_call_fail(c, &err);
     return;
   }
@@ -469,8 +471,9 @@ int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
   int64_t np, p;
   int i, expect = 0;
 
-  if (c->njobs != 1 || c->route->finish || c->custom_type ||
-      c->custom.len || c->out_dtype != AB_DTYPE_F32 ||
+  /* (A route's finish runs for image/png answers only: never here.) */
+  if (c->njobs != 1 || c->custom_type || c->custom.len ||
+      c->out_dtype != AB_DTYPE_F32 ||
       (c->fmt != SRV_FMT_SAFETENSORS && c->fmt != SRV_FMT_NPY))
     return 0;
   job = c->jobs[0];

@@ -285,7 +285,8 @@ def test_document_shape():
                     target = resolve(doc, media["schema"]["$ref"])
                     assert target["type"] == "string" and target["format"] == "binary" and \
                         target["contentMediaType"] == mtype, (where, mtype)
-    assert "image/png" in doc["paths"]["/v1/bias"]["post"]["responses"]["200"]["content"]
+    for path in ("/v1/bias", "/v1/attention"):
+        assert "image/png" in doc["paths"][path]["post"]["responses"]["200"]["content"], path
     schemes = doc["components"]["securitySchemes"]
     assert schemes["bearerAuth"] == dict(schemes["bearerAuth"], type="http", scheme="bearer")
     assert doc["security"] == [{"bearerAuth": []}]

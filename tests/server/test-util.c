@@ -289,9 +289,13 @@ TEST(routes_match_api_md)
     for (j = i + 1; j < n; j++)
       CHECK(strcmp(tab[i].name, tab[j].name) != 0);
   }
-  /* Only /v1/bias may answer image/png. */
+  /* Only /v1/bias and /v1/attention may answer image/png, and they draw
+   * it in their finish. */
   CHECK(srv_route_find("POST", "/v1/bias", &e)->flags & SRV_ROUTE_PNG);
+  CHECK(srv_route_find("POST", "/v1/attention", &e)->flags & SRV_ROUTE_PNG);
+  CHECK(srv_route_find("POST", "/v1/attention", &e)->finish != NULL);
   CHECK(!(srv_route_find("POST", "/v1/rope", &e)->flags & SRV_ROUTE_PNG));
+  CHECK(!(srv_route_find("POST", "/v1/encodings", &e)->flags & SRV_ROUTE_PNG));
   return 0;
 }
 
