@@ -293,6 +293,12 @@ int srv_route_path_index(const char *path);
  * acceptable is offered), and read the generic output options "encoding",
  * "output_dtype", "output". */
 int srv_codec_decode_request(struct srv_call *c, struct srv_err *err);
+/* The checks of srv_codec_decode_request that the headers alone decide
+ * (415 for Content-Type, 406 for Accept), for refusing before the body is
+ * read.  Returns 0, or -1 with err set. */
+int srv_codec_check_media(const struct srv_route *route,
+                          const char *content_type, const char *accept,
+                          struct srv_err *err);
 
 /* Find the tensor named by the dotted path ("q", "bias.table",
  * "bias.layers.0.weight"): first among the safetensors tensors, else in the

@@ -276,10 +276,44 @@ static int read_options(struct srv_call *c, struct srv_err *err)
  * the request
  * ====================================================================== */
 
+/* The body's kind from Content-Type (415) and the answer's format from
+ * Accept (406). */
+static int media(const struct srv_route *route, const char *content_type,
+                 const char *accept, enum body_kind *kind, enum srv_fmt *fmt,
+                 struct srv_err *err)
+{
+  int png_ok = route && (route->flags & SRV_ROUTE_PNG);
+
+  *fmt = SRV_FMT_JSON;
+  if (classify_content_type(content_type, kind, err))
+    return -1;
+  if (!blank(accept) && negotiate(accept, png_ok, fmt) != 0) {
+    /* Routes without a body answer one fixed type (health, metrics,
+     * openapi): RFC 9110 12.5.1 lets them disregard Accept. */
+    if (!route || (route->flags & SRV_ROUTE_BODY))
+      return srv_fail(err, 406, NULL,
+                      "Accept \"%.120s\" cannot be met; this route answers "
+                      "application/json, application/vnd.safetensors, "
+                      "application/x-npy%s",
+                      accept, png_ok ? " or image/png" : "");
+    *fmt = SRV_FMT_JSON;
+  }
+  return 0;
+}
+
+int srv_codec_check_media(const struct srv_route *route,
+                          const char *content_type, const char *accept,
+                          struct srv_err *err)
+{
+  enum body_kind kind;
+  enum srv_fmt fmt;
+
+  return media(route, content_type, accept, &kind, &fmt, err);
+}
+
 int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
 {
   enum body_kind kind;
-  int png_ok = c->route && (c->route->flags & SRV_ROUTE_PNG);
 
   c->params = NULL;
   c->bin = NULL;
@@ -290,20 +324,8 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
   c->pick = NULL;
   c->codec = NULL;
 
-  if (classify_content_type(c->content_type, &kind, err))
+  if (media(c->route, c->content_type, c->accept, &kind, &c->fmt, err))
     return -1;
-
-  if (!blank(c->accept) && negotiate(c->accept, png_ok, &c->fmt) != 0) {
-    /* Routes without a body answer one fixed type (health, metrics,
-     * openapi): RFC 9110 12.5.1 lets them disregard Accept. */
-    if (!c->route || (c->route->flags & SRV_ROUTE_BODY))
-      return srv_fail(err, 406, NULL,
-                      "Accept \"%.120s\" cannot be met; this route answers "
-                      "application/json, application/vnd.safetensors, "
-                      "application/x-npy%s",
-                      c->accept, png_ok ? " or image/png" : "");
-    c->fmt = SRV_FMT_JSON;
-  }
 
   /* Early (c->body_avail): only safetensors can be read in part. */
   if (c->body_avail && kind != BODY_SAFETENSORS)
