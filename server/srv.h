@@ -127,6 +127,14 @@ struct srv_config {
   double drain_s;
   char api_key[512];       /* "" : no auth */
   int http_threads;        /* libmicrohttpd's internal pool */
+  /* Connection bounds (http/guard.c and libmicrohttpd). */
+  double header_timeout_s; /* headers complete within this of accept */
+  double body_grace_s;     /* then a body must keep body_min_rate_kb */
+  double body_min_rate_kb; /* KiB/s on average */
+  double linger_s;         /* lingering close: at most this long, */
+  double linger_mb;        /* this many MiB read and dropped, */
+  int linger_max;          /* this many sockets at a time */
+  int max_connections_per_ip;
 };
 extern struct srv_config srv_cfg;
 
