@@ -132,6 +132,18 @@ static int list_empty(const struct srv_conn *head)
   return head->next == head;
 }
 
+/* Move every entry of src to the end of dst; src is left empty. */
+static void list_splice(struct srv_conn *dst, struct srv_conn *src)
+{
+  if (list_empty(src))
+    return;
+  src->next->prev = dst->prev;
+  src->prev->next = dst;
+  dst->prev->next = src->next;
+  dst->prev = src->prev;
+  list_init(src);
+}
+
 /* ---------------------------------------------------------------------
  * libmicrohttpd's side
  * --------------------------------------------------------------------- */
@@ -301,11 +313,7 @@ static void linger_take(uint64_t now)
 
   list_init(&taken);
   pthread_mutex_lock(&g.lock);
-  if (!list_empty(&g.handed)) {
-    taken = g.handed;
-    taken.next->prev = taken.prev->next = &taken;
-    list_init(&g.handed);
-  }
+  list_splice(&taken, &g.handed);
   pthread_mutex_unlock(&g.lock);
   while (!list_empty(&taken)) {
     struct srv_conn *c = taken.next;

@@ -179,11 +179,13 @@ def test_metrics_content(server):
         return mm.get((name, frozenset(labels.items())), 0.0)
 
     # A request is counted when MHD reports it complete, which may be just
-    # after the client has read the response: poll briefly.
+    # after the client has read the response: poll briefly, for each.
     def counted():
         m = server.metrics()
-        return val(m, "attnbias_requests_total", route="bias", status="200") >= \
-            val(before, "attnbias_requests_total", route="bias", status="200") + 1
+        return all(val(m, "attnbias_requests_total", route=route, status=status) >=
+                   val(before, "attnbias_requests_total", route=route, status=status) + n
+                   for route, status, n in (("bias", "200", 1), ("bias", "405", 1),
+                                            ("healthz", "200", 3), ("none", "404", 1)))
     wait_for(counted, what="the requests to be counted")
     r = server.get("/metrics")
     assert r.status == 200, r

@@ -937,11 +937,11 @@ def test_trickling_clients_are_cut_while_others_are_served(start):
     """Slow-loris clients: three send their headers a byte every 0.1 s and
     never finish, two send complete headers and then their bodies a byte
     every 0.1 s, holding both --max-queue slots.  Each is cut by the server
-    -- the headers --header-timeout-s (1 here) after the connection opened,
+    -- the headers --header-timeout-s (2 here) after the connection opened,
     the bodies once they fall under --body-min-rate-kb after --body-grace-s
     (1 here) -- while a normal client keeps being answered all along, and
     once the slots are free its computing requests are admitted again."""
-    srv = start("--max-queue", "2", "--header-timeout-s", "1", "--body-grace-s", "1",
+    srv = start("--max-queue", "2", "--header-timeout-s", "2", "--body-grace-s", "1",
                 "--body-min-rate-kb", "64")
     headers = b"GET /healthz HTTP/1.1\r\nHost: t\r\n"
     body_head = (b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"

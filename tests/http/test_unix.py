@@ -185,7 +185,7 @@ def test_connection_bounds_over_the_socket(start):
     so that its client reads the 413."""
     with tempfile.TemporaryDirectory() as tmp:
         srv = start("--unix-socket", sock_path(tmp), "--max-connections-per-ip", "1",
-                    "--header-timeout-s", "1", "--max-body-mb", "1", "--linger-s", "600")
+                    "--header-timeout-s", "2", "--max-body-mb", "1", "--linger-s", "600")
         get = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
         socks = [srv.connect() for _ in range(4)]
         try:
