@@ -25,17 +25,19 @@
  * EPIPE instead of the answer.  How libmicrohttpd closes (read in its
  * 0.9.75 source): MHD_connection_mark_closed_ calls shutdown(SHUT_WR) --
  * the FIN after the answer, which is exactly what a lingering close
- * wants, and which a dup of the descriptor shares -- and later, in
+ * wants, and which acts on the socket, so a dup shares it -- and later, in
  * MHD_cleanup_connections, it calls the MHD_OPTION_NOTIFY_CONNECTION
- * callback with MHD_CONNECTION_NOTIFY_CLOSED, removes the descriptor from
- * its epoll set with EPOLL_CTL_DEL, and close()s it.  No SO_LINGER, no
+ * callback with MHD_CONNECTION_NOTIFY_CLOSED, then removes the descriptor
+ * from its epoll set (EPOLL_CTL_DEL) and close()s it.  No SO_LINGER, no
  * shutdown(SHUT_RD).  So srv_guard_close, called from that callback, dups
  * the descriptor: libmicrohttpd's close() then drops one reference to the
- * socket and the kernel keeps it open for ours, while its epoll
- * registration is already gone (a dup left registered in its set would
- * report events for a freed connection).  Only at libmicrohttpd's stop
- * does it shut sockets down in both directions, after which lingering is
- * moot anyway.
+ * socket and the kernel keeps it open for ours.  (That EPOLL_CTL_DEL
+ * matters: an epoll registration belongs to the open socket, not to the
+ * descriptor number, so one left in its set would go on reporting our
+ * socket's events for a freed connection.)  srv_guard_close shuts the
+ * sending side down again, so as not to depend on libmicrohttpd's flags.
+ * Only at libmicrohttpd's stop does it shut sockets down in both
+ * directions, after which lingering is moot anyway.
  *
  * The registry (every connection libmicrohttpd holds, from the notify
  * callback) and the hand-over list are under one mutex; the thread checks
@@ -180,6 +182,10 @@ void srv_guard_close(struct srv_conn *c)
      * socket (see the top of the file). */
     c->fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
     if (c->fd >= 0) {
+      /* Our end of stream follows the answer, so the client knows no
+       * more comes.  libmicrohttpd has sent it already -- but not with
+       * MHD_USE_TURBO, and over TLS perhaps only a close_notify. */
+      shutdown(c->fd, SHUT_WR);
       list_append(&g.handed, c);
       atomic_fetch_add(&g.lingering, 1);
       handed = 1;
