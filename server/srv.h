@@ -132,6 +132,14 @@ struct srv_config {
   char tls_key[1024];      /* its PEM private key */
   char tls_ca[1024];       /* PEM CA(s) --healthcheck verifies the server
                             * with; "" : the certificate tls_cert itself */
+  /* Connection bounds (http/guard.c and libmicrohttpd). */
+  double header_timeout_s; /* headers complete within this of accept */
+  double body_grace_s;     /* then a body must keep body_min_rate_kb */
+  double body_min_rate_kb; /* KiB/s on average */
+  double linger_s;         /* lingering close: at most this long, */
+  double linger_mb;        /* this many MiB read and dropped, */
+  int linger_max;          /* this many sockets at a time */
+  int max_connections_per_ip;
 };
 extern struct srv_config srv_cfg;
 
@@ -298,6 +306,12 @@ int srv_route_path_index(const char *path);
  * acceptable is offered), and read the generic output options "encoding",
  * "output_dtype", "output". */
 int srv_codec_decode_request(struct srv_call *c, struct srv_err *err);
+/* The checks of srv_codec_decode_request that the headers alone decide
+ * (415 for Content-Type, 406 for Accept), for refusing before the body is
+ * read.  Returns 0, or -1 with err set. */
+int srv_codec_check_media(const struct srv_route *route,
+                          const char *content_type, const char *accept,
+                          struct srv_err *err);
 
 /* Find the tensor named by the dotted path ("q", "bias.table",
  * "bias.layers.0.weight"): first among the safetensors tensors, else in the
