@@ -1,7 +1,7 @@
 /* methods.c: GET /v1/methods -- the catalog of every encoding method, RoPE
  * type, bias method and the attention options, generated from the same
  * parameter tables the handlers parse requests with. */
-#include "params.h"
+#include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +134,9 @@ static json_t *catalog(void)
 
   json_object_set_new(root, "output_options",
                       list_without(&srv_ptab_output, NULL));
+  /* Every POST route: a model's config (GET /v1/models). */
+  json_object_set_new(root, "config_options",
+                      list_without(&srv_ptab_model_config, NULL));
   return root;
 }
 
