@@ -475,15 +475,18 @@ static int project(struct srv_call *c, const struct adapter *ad,
   return 0;
 }
 
-/* Hugging Face keys at the top level that are not the route's own fields:
- * a partial config.  Moved out of the request into `top`. */
-static json_t *take_top_keys(struct srv_call *c)
+/* Hugging Face keys at the top level: a partial config.  Those that are
+ * not the route's own fields move out of the request into `top` (and
+ * *foreign counts them); the route's own (rope_theta on /v1/rope) are
+ * copied, so that the config reads them too, and stay explicit. */
+static json_t *take_top_keys(struct srv_call *c, int *foreign)
 {
   json_t *top = json_object();
   const char *key;
   json_t *v;
   void *tmp;
 
+  *foreign = 0;
   if (!top)
     return NULL;
   json_object_foreach_safe(c->params, tmp, key, v) {
@@ -491,10 +494,13 @@ static json_t *take_top_keys(struct srv_call *c)
     /* Inert keys stay unknown fields here (a stray "dtype" is no config),
      * and so does "bias", Falcon's flag but attention's own object. */
     if (!k || k->cls == SRV_CK_INERT || strchr(key, '.') ||
-        strcmp(key, "bias") == 0 || is_native(c->route->name, key))
+        strcmp(key, "bias") == 0)
       continue;
     json_object_set(top, key, v);
-    json_object_del(c->params, key);
+    if (!is_native(c->route->name, key)) {
+      json_object_del(c->params, key);
+      ++*foreign;
+    }
   }
   return top;
 }
@@ -544,7 +550,7 @@ int srv_config_apply(struct srv_call *c, struct srv_err *err)
   struct srv_model m;
   json_t *top, *cfg = NULL, *origins = NULL;
   size_t i;
-  int rc = -1;
+  int rc = -1, foreign;
 
   if (!json_is_object(c->params))
     return 0;
@@ -552,9 +558,9 @@ int srv_config_apply(struct srv_call *c, struct srv_err *err)
   if (srv_pctx_root(c, &pc, err) != 0 ||
       srv_params_parse(&pc, c->params, &b, err) != 0)
     return -1;
-  if (!(top = take_top_keys(c)))
+  if (!(top = take_top_keys(c, &foreign)))
     return srv_fail(err, 500, NULL, "out of memory");
-  if (!q.model && !q.config && json_object_size(top) == 0) {
+  if (!q.model && !q.config && !foreign) {
     /* Not a config request: "layer" alone is an unknown field. */
     json_decref(top);
     return 0;
