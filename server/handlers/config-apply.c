@@ -158,7 +158,8 @@ static void list_add(char *list, size_t cap, const char *item)
   const char *p = list;
 
   while ((p = strstr(p, item)) != NULL) { /* once each */
-    if ((p == list || p[-2] == ',') && (p[il] == ',' || p[il] == '\0'))
+    if ((p == list || (p >= list + 2 && p[-2] == ',')) &&
+        (p[il] == ',' || p[il] == '\0'))
       return;
     p += il;
   }

@@ -45,7 +45,9 @@ static json_t *family_entry(const struct srv_family *f)
     const json_t *p = srv_preset_at(i);
     const char *fam = json_string_value(json_object_get(p, "family"));
     if (fam && srv_family_find(fam) == f)
-      json_array_append(presets, json_object_get(p, "name"));
+      /* a new string: the presets are shared by every thread */
+      json_array_append_new(
+          presets, json_string(json_string_value(json_object_get(p, "name"))));
   }
   json_object_set_new(o, "presets", presets);
   return o;
