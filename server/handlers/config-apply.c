@@ -176,31 +176,26 @@ static void set_origin(json_t *origins, const char *key, const char *ptr)
   json_object_set_new(origins, key, json_string(ptr));
 }
 
-static void ptr_join(const char *parent, const char *key, char *out,
-                     size_t cap)
-{
-  size_t n;
-
-  snprintf(out, cap, "%s", parent);
-  n = strlen(out);
-  if (n + 1 < cap)
-    out[n++] = '/';
-  for (; *key && n + 2 < cap; key++) {
-    if (*key == '~' || *key == '/') {
-      out[n++] = '~';
-      out[n++] = *key == '~' ? '0' : '1';
-    } else {
-      out[n++] = *key;
-    }
-  }
-  out[n] = '\0';
-}
-
 /* Containers whose members overlay one by one (the others are replaced
  * whole: rope_scaling above all). */
 static int overlays(const char *key)
 {
   return strcmp(key, "text_config") == 0 || strcmp(key, "attn_config") == 0;
+}
+
+/* The origins of the members of container `key` (at pointer ptr). */
+static void member_origins(json_t *origins, const char *key, const json_t *v,
+                           const char *ptr)
+{
+  const char *k2;
+  json_t *v2;
+
+  json_object_foreach((json_t *)v, k2, v2) {
+    char dotted[160], p2[192];
+    snprintf(dotted, sizeof dotted, "%s.%s", key, k2);
+    srv_cfg_ptr(ptr, k2, p2, sizeof p2);
+    set_origin(origins, dotted, p2);
+  }
 }
 
 /* Copy the members of src over cfg; `base` is the pointer of src ("/model"
@@ -210,48 +205,23 @@ static void overlay(json_t *cfg, json_t *origins, const json_t *src,
 {
   const char *key;
   json_t *v;
-  int preset = strcmp(base, "/model") == 0;
 
   json_object_foreach((json_t *)src, key, v) {
     char ptr[192];
     json_t *old = json_object_get(cfg, key);
 
-    if (preset)
-      snprintf(ptr, sizeof ptr, "/model");
-    else if (base[0])
-      ptr_join(base, key, ptr, sizeof ptr);
-    else
-      ptr_join("", key, ptr, sizeof ptr);
+    srv_cfg_ptr(base, key, ptr, sizeof ptr);
     if (overlays(key) && json_is_object(v) && json_is_object(old)) {
       const char *k2;
       json_t *v2;
-      json_object_foreach(v, k2, v2) {
-        char dotted[160], p2[192];
-        snprintf(dotted, sizeof dotted, "%s.%s", key, k2);
-        if (preset)
-          snprintf(p2, sizeof p2, "/model");
-        else
-          ptr_join(ptr, k2, p2, sizeof p2);
+      json_object_foreach(v, k2, v2)
         json_object_set_new(old, k2, json_deep_copy(v2));
-        set_origin(origins, dotted, p2);
-      }
-      continue;
+    } else {
+      json_object_set_new(cfg, key, json_deep_copy(v));
+      set_origin(origins, key, ptr);
     }
-    json_object_set_new(cfg, key, json_deep_copy(v));
-    set_origin(origins, key, ptr);
-    if (overlays(key) && json_is_object(v)) {
-      const char *k2;
-      json_t *v2;
-      json_object_foreach(v, k2, v2) {
-        char dotted[160], p2[192];
-        snprintf(dotted, sizeof dotted, "%s.%s", key, k2);
-        if (preset)
-          snprintf(p2, sizeof p2, "/model");
-        else
-          ptr_join(ptr, k2, p2, sizeof p2);
-        set_origin(origins, dotted, p2);
-      }
-    }
+    if (overlays(key) && json_is_object(v))
+      member_origins(origins, key, v, ptr);
   }
 }
 
@@ -367,7 +337,7 @@ static void origin_of(const struct srv_model *m, const char *key, char *out,
     head[hl] = '\0';
     origin_of(m, head, parent, sizeof parent);
     if (strcmp(parent, "/model") != 0)
-      ptr_join(parent, dot + 1, out, cap);
+      srv_cfg_ptr(parent, dot + 1, out, cap);
     else
       snprintf(out, cap, "/model");
     return;

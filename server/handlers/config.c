@@ -29,8 +29,7 @@ struct rd {
 
 /* parent + "/" + key (RFC 6901 escaping); a preset's values all point at
  * "/model", the member that named it. */
-static void child_ptr(const char *parent, const char *key, char *out,
-                      size_t cap)
+void srv_cfg_ptr(const char *parent, const char *key, char *out, size_t cap)
 {
   size_t n;
 
@@ -71,12 +70,12 @@ static const char *key_ptr(const struct rd *r, const char *key, char *buf,
     memcpy(head, key, hl);
     head[hl] = '\0';
     key_ptr(r, head, parent, sizeof parent);
-    child_ptr(parent, dot + 1, buf, cap);
+    srv_cfg_ptr(parent, dot + 1, buf, cap);
     return buf;
   }
   if (strcmp(key, "model_type") != 0 && !json_object_get(r->eff, key))
     return key_ptr(r, "model_type", buf, cap);
-  child_ptr("/config", key, buf, cap);
+  srv_cfg_ptr("/config", key, buf, cap);
   return buf;
 }
 
@@ -340,7 +339,7 @@ static int flatten(struct rd *r, const json_t *config, const json_t *origins)
     if (o)
       snprintf(ptr, sizeof ptr, "%s", json_string_value(o));
     else
-      child_ptr("/config", key, ptr, sizeof ptr);
+      srv_cfg_ptr("/config", key, ptr, sizeof ptr);
     json_object_set(r->eff, key, v);
     json_object_set_new(r->where, key, json_string(ptr));
   }
@@ -356,7 +355,7 @@ static int flatten(struct rd *r, const json_t *config, const json_t *origins)
       if (o)
         snprintf(ptr, sizeof ptr, "%s", json_string_value(o));
       else
-        child_ptr(parent, key, ptr, sizeof ptr);
+        srv_cfg_ptr(parent, key, ptr, sizeof ptr);
       json_object_set(r->eff, key, v);
       json_object_set_new(r->where, key, json_string(ptr));
     }
@@ -395,7 +394,7 @@ static int layer_slides(struct rd *r, int *slides)
     } else if (strcmp(s, "full_attention") != 0) {
       key_ptr(r, "layer_types", base, sizeof base);
       snprintf(el, sizeof el, "%lld", (long long)layer);
-      child_ptr(base, el, ptr, sizeof ptr);
+      srv_cfg_ptr(base, el, ptr, sizeof ptr);
       return srv_fail(r->err, 400, ptr,
                       "layer %lld is of type %.40s, which attnbias cannot "
                       "honour (full_attention and sliding_attention only)",

@@ -142,20 +142,5 @@ static json_t *catalog(void)
 
 int srv_h_methods(struct srv_call *c, struct srv_err *err)
 {
-  json_t *root = catalog();
-  char *text;
-  int rc;
-
-  if (!root)
-    return srv_fail(err, 500, NULL, "out of memory building the catalog");
-  text = json_dumps(root, JSON_COMPACT);
-  json_decref(root);
-  if (!text)
-    return srv_fail(err, 500, NULL, "out of memory building the catalog");
-  rc = srv_buf_append(&c->custom, text, strlen(text));
-  free(text);
-  if (rc != 0)
-    return srv_fail(err, 500, NULL, "out of memory sending the catalog");
-  c->custom_type = "application/json";
-  return 0;
+  return srv_reply_json(c, catalog(), "the catalog", err);
 }

@@ -89,17 +89,5 @@ static json_t *catalog(void)
 
 int srv_h_models(struct srv_call *c, struct srv_err *err)
 {
-  json_t *root = catalog();
-  char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
-  int rc;
-
-  json_decref(root);
-  if (!text)
-    return srv_fail(err, 500, NULL, "out of memory building the model list");
-  rc = srv_buf_append(&c->custom, text, strlen(text));
-  free(text);
-  if (rc != 0)
-    return srv_fail(err, 500, NULL, "out of memory sending the model list");
-  c->custom_type = "application/json";
-  return 0;
+  return srv_reply_json(c, catalog(), "the model list", err);
 }
