@@ -317,38 +317,6 @@ static int has_tensor(const struct srv_call *c, const char *name)
   return 0;
 }
 
-/* The origin pointer of config key `key` ("rope_scaling", "model_type",
- * "attn_config.alibi_bias_max"). */
-static void origin_of(const struct srv_model *m, const char *key, char *out,
-                      size_t cap)
-{
-  const json_t *o = json_object_get(m->where, key);
-  const char *dot = strchr(key, '.');
-
-  if (json_is_string(o)) {
-    snprintf(out, cap, "%s", json_string_value(o));
-    return;
-  }
-  if (dot) {
-    char head[64], parent[160];
-    size_t hl = (size_t)(dot - key) < sizeof head ? (size_t)(dot - key)
-                                                  : sizeof head - 1;
-    memcpy(head, key, hl);
-    head[hl] = '\0';
-    origin_of(m, head, parent, sizeof parent);
-    if (strcmp(parent, "/model") != 0)
-      srv_cfg_ptr(parent, dot + 1, out, cap);
-    else
-      snprintf(out, cap, "/model");
-    return;
-  }
-  if (strcmp(key, "model_type") != 0) {
-    origin_of(m, "model_type", out, cap);
-    return;
-  }
-  snprintf(out, cap, "/config");
-}
-
 /* ==== the step =========================================================== */
 
 /* The configured fields of a route whose positions do not fit: a 400. */
@@ -358,7 +326,7 @@ static int refuse_fit(const struct srv_call *c, const struct adapter *ad,
   char ptr[192];
   const char *fam = m->family ? m->family->model_type : "this config";
 
-  origin_of(m, "model_type", ptr, sizeof ptr);
+  srv_model_key_ptr(m, "model_type", ptr, sizeof ptr);
   if (ad->fits == FITS_ROPE && m->pos != SRV_POS_ROPE &&
       m->pos != SRV_POS_UNKNOWN)
     return srv_fail(err, 400, ptr,
@@ -390,7 +358,7 @@ static void trace_add(struct srv_call *c, const struct srv_model *m,
   snprintf(b->route, sizeof b->route, "%s", route_ptr);
   snprintf(b->keys, sizeof b->keys, "%s", keys);
   snprintf(key, sizeof key, "%.*s", (int)(kl < sizeof key ? kl : 0), keys);
-  origin_of(m, key, b->origin, sizeof b->origin);
+  srv_model_key_ptr(m, key, b->origin, sizeof b->origin);
   /* Every key into the Used header. */
   while (*keys) {
     comma = strchr(keys, ',');

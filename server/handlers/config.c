@@ -53,10 +53,10 @@ void srv_cfg_ptr(const char *parent, const char *key, char *out, size_t cap)
 /* The JSON pointer a key's value came from ("attn_config.alibi" ->
  * "/config/attn_config/alibi").  A default value points at model_type,
  * which chose it. */
-static const char *key_ptr(const struct rd *r, const char *key, char *buf,
-                           size_t cap)
+const char *srv_model_key_ptr(const struct srv_model *m, const char *key,
+                              char *buf, size_t cap)
 {
-  const json_t *w = json_object_get(r->where, key);
+  const json_t *w = json_object_get(m->where, key);
   const char *dot = strchr(key, '.');
 
   if (json_is_string(w)) {
@@ -69,14 +69,20 @@ static const char *key_ptr(const struct rd *r, const char *key, char *buf,
                                                   : sizeof head - 1;
     memcpy(head, key, hl);
     head[hl] = '\0';
-    key_ptr(r, head, parent, sizeof parent);
+    srv_model_key_ptr(m, head, parent, sizeof parent);
     srv_cfg_ptr(parent, dot + 1, buf, cap);
     return buf;
   }
-  if (strcmp(key, "model_type") != 0 && !json_object_get(r->eff, key))
-    return key_ptr(r, "model_type", buf, cap);
+  if (strcmp(key, "model_type") != 0)
+    return srv_model_key_ptr(m, "model_type", buf, cap);
   srv_cfg_ptr("/config", key, buf, cap);
   return buf;
+}
+
+static const char *key_ptr(const struct rd *r, const char *key, char *buf,
+                           size_t cap)
+{
+  return srv_model_key_ptr(r->m, key, buf, cap);
 }
 
 /* Record that `key` shaped the parameter at canonical pointer `canon`. */
@@ -331,7 +337,7 @@ static int flatten(struct rd *r, const json_t *config, const json_t *origins)
   char ptr[192], parent[192];
 
   r->eff = json_object();
-  r->where = json_object();
+  r->where = r->m->where = json_object();
   if (!r->eff || !r->where)
     return srv_fail(r->err, 500, NULL, "out of memory reading the config");
   json_object_foreach((json_t *)config, key, v) {
@@ -899,8 +905,7 @@ int srv_model_resolve(const json_t *config, const json_t *origins,
     return srv_fail(err, 400, "/layer", "layer must be >= 0, got %lld",
                     (long long)layer);
   rc = flatten(&r, config, origins) == 0 ? resolve(&r) : -1;
-  json_decref(r.eff);
-  m->where = r.where; /* kept: the request step's errors name keys by it */
+  json_decref(r.eff); /* m->where stays: errors name keys by it */
   return rc;
 }
 

@@ -134,6 +134,11 @@ int srv_model_resolve(const json_t *config, const json_t *origins,
                       int64_t layer, struct srv_model *m,
                       struct srv_err *err);
 void srv_model_free(struct srv_model *m);
+/* The request pointer config key `key` (dotted for container members)
+ * came from, into buf; a key that took its family's default points at
+ * model_type. */
+const char *srv_model_key_ptr(const struct srv_model *m, const char *key,
+                              char *buf, size_t cap);
 /* parent + "/" + key with RFC 6901 escaping into out; a preset's values
  * all point at "/model" (parent "/model" stays as it is). */
 void srv_cfg_ptr(const char *parent, const char *key, char *out, size_t cap);
