@@ -115,6 +115,8 @@ $(BUILD)/server/%.o: server/%.c | $(DEPS_STAMP)
 # The OpenAPI document is embedded in the binary (.incbin in health.c, path
 # relative to this directory); -MMD cannot see that dependency.
 $(BUILD)/server/handlers/health.o: api/openapi.yaml
+# Likewise the model presets (.incbin in presets.c, listed in presets.def).
+$(BUILD)/server/handlers/presets.o: $(wildcard models/*.json)
 
 $(BUILD)/tests/server/%.o: tests/server/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
