@@ -3,6 +3,7 @@
 #ifndef AB_ATTN_INTERNAL_H
 #define AB_ATTN_INTERNAL_H
 
+#include "ab-internal.h"
 #include "kernels/kernels.h"
 
 /* Default blocking: query rows per block and keys per tile.  64 x 64 keeps

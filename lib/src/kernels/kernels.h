@@ -1,11 +1,15 @@
 /* kernels.h: the table of compute kernels, one slot per op, resolved once
  * at run time (scalar reference in every slot, then per-ISA overrides).
  * Each op family declares its slots in its own header (rope.h, attn.h,
- * bias.h beside this file) so families evolve without touching the others. */
+ * bias.h beside this file) so families evolve without touching the others.
+ *
+ * The kernels are the bottom layer: they include nothing of the library
+ * above them (not ab-internal.h, not attnbias.h), only these headers and
+ * the C and compiler headers, and they take plain pointers and counts.
+ * The library includes them, never the other way. */
 #ifndef AB_KERNELS_H
 #define AB_KERNELS_H
 
-#include "../ab-internal.h"
 #include "attn.h"
 #include "bias.h"
 #include "rope.h"

@@ -3,7 +3,7 @@
  * rope.c turns positions into a compact cos/sin table once per job and the
  * slots below do the two hot loops: cos/sin of many angles, and rotating
  * rows of q or k against a table row.  The reference versions live in
- * kernels/ref/rope-ref.c; SIMD variants in kernels/x86/rope-*.c must match
+ * kernels/ref/rope-ref.c; SIMD variants (kernels/x86/rope-simd.c.h) match
  * them to a few float ulps (tests/unit/test-rope.c checks every ISA). */
 #ifndef AB_KERNELS_ROPE_H
 #define AB_KERNELS_ROPE_H
@@ -92,7 +92,7 @@ struct ab__rope_kernels {
                       int64_t dim, int interleaved, int nt);
 };
 
-/* Constants of the SIMD cos/sin (x86/rope-*.c): pi/2 in three parts for a
+/* Constants of the SIMD cos/sin (x86/vmath.c.h): pi/2 in three parts for a
  * Cody-Waite reduction with FMA (exact to double rounding while the
  * quadrant count fits in int32), the limit above which lanes go to libm,
  * and the Taylor coefficients on |r| <= pi/4 (truncation error below

@@ -1,26 +1,15 @@
-/* attn-simd.c.h: the body of the x86 attention kernels, written once for
- * any vector width and included by attn-avx2.c (8 floats, 16 registers) and
+/* attn-simd.c.h: the body of the x86 attention kernels, written once over
+ * the vector vocabulary of simd-avx2.h / simd-avx512.h and the vector math
+ * of vmath.c.h, and included by attn-avx2.c (8 floats, 16 registers) and
  * attn-avx512.c (16 floats, 32 registers) -- register-blocked score and
  * output tiles and a vectorised online softmax, all vectorised over query
  * rows (see kernels/attn.h for the transposed layout).
  *
- * The including file defines, before the #include:
- *   V, VI, VM          float vector, int32 vector, lane mask types
- *   V_W                floats per vector
- *   MR_MAX, NV_MAX     register block: rows of A x vectors of B
- *   V_FN(name)         name##_<isa>, for the functions the table points to
- *   V_LOAD V_LOADU V_STORE V_SET1 V_ZERO V_BCAST(const float *)
- *   V_ADD V_SUB V_MUL V_DIV V_MIN V_MAX V_FMADD V_AND V_ANDNOT V_OR
- *   V_CMP(a, b, _CMP_xx)  lane mask of a comparison
- *   V_SEL(m, f, t)        t where m is set, else f
- *   V_MASKZ(m, x)         x where m is set, else 0
- *   VI_LOADU(p) VI_SET1(i) VI_ZERO()
- *   V_VISIBLE(lo, hi, j)  mask of lo <= j < hi (int32 lanes)
- *   V_EXP(x)              exp to ~1 ulp on [-87.3, 88], 0 below, NaN kept
- * Each macro maps to one intrinsic (or a fixed pair), so both files compile
- * to what a hand-written copy would. */
+ * The including file defines, before the #include, the register block:
+ *   MR_MAX, NV_MAX     rows of A x vectors of B held in accumulators
+ * Everything else (V, V_W, V_LOAD, V_FMADD, exp_v, tanh_v, ...) comes from
+ * the vocabulary it included first. */
 
-#define AI static inline __attribute__((always_inline))
 #define V_PRAGMA_(x) _Pragma(#x)
 /* #pragma GCC unroll does not expand macros; _Pragma of a string does. */
 #define V_UNROLL(n) V_PRAGMA_(GCC unroll n)
@@ -141,27 +130,6 @@ static void V_FN(pv_tile)(float *ot, int64_t ldo, const float *alpha,
   tile_product(ot, ldo, v, 1, ldv, p, ldp, nk, dv, m, 1, alpha);
 }
 
-/* ==== tanh ============================================================== */
-
-/* tanh(x) to a few ulp: x + x^3 P(x^2) below 0.625 (Cephes tanhf), else
- * 1 - 2 / (exp(2|x|) + 1), sign restored. */
-AI V tanh_v(V x)
-{
-  const V sign = V_SET1(-0.0f);
-  V ax = V_ANDNOT(sign, x), z = V_MUL(ax, ax), p, big, e;
-
-  p = V_SET1(-5.70498872745e-3f);
-  p = V_FMADD(p, z, V_SET1(2.06390887954e-2f));
-  p = V_FMADD(p, z, V_SET1(-5.37397155531e-2f));
-  p = V_FMADD(p, z, V_SET1(1.33314422036e-1f));
-  p = V_FMADD(p, z, V_SET1(-3.33332819422e-1f));
-  p = V_FMADD(V_MUL(p, z), ax, ax);
-  e = V_EXP(V_MIN(V_SET1(88.0f), V_ADD(ax, ax)));
-  big = V_SUB(V_SET1(1.0f), V_DIV(V_SET1(2.0f), V_ADD(e, V_SET1(1.0f))));
-  p = V_SEL(V_CMP(ax, V_SET1(0.625f), _CMP_LT_OQ), big, p);
-  return V_OR(p, V_AND(x, sign));
-}
-
 /* ==== softmax of a tile ================================================= */
 
 /* Score vector (rows i0 .. i0+V_W-1, tile key j) after softcap, biases and
@@ -225,7 +193,7 @@ AI void softmax_body(const struct ab__attn_tile *t, int has_cap, int has_bptr,
       for (j = 0; j < nk; j++) {
         V x = finish_scores(t, i0, j, has_cap, has_bptr, has_tb, has_mask,
                             bcontig, lo, hi);
-        V p = V_DIV(V_EXP(V_SUB(x, mu)), den);
+        V p = V_DIV(exp_v(V_SUB(x, mu)), den);
         V_STORE(t->s + j * ld + i0, V_MASKZ(live, p));
       }
       continue;
@@ -248,12 +216,12 @@ AI void softmax_body(const struct ab__attn_tile *t, int has_cap, int has_bptr,
     mnew = V_MAX(mold, vmax);
     mu = V_MASKZ(V_CMP(mnew, ninf, _CMP_NEQ_OQ), mnew);
     for (j = 0; j < nk; j++) {
-      V p = V_EXP(V_SUB(V_LOAD(t->s + j * ld + i0), mu));
+      V p = exp_v(V_SUB(V_LOAD(t->s + j * ld + i0), mu));
       V_STORE(t->s + j * ld + i0, p);
       sum = V_ADD(sum, p);
     }
     {
-      V alpha = V_EXP(V_SUB(mold, mu));
+      V alpha = exp_v(V_SUB(mold, mu));
       l = V_FMADD(V_LOAD(t->l + i0), alpha, sum);
       V_STORE(t->alpha + i0, alpha);
       V_STORE(t->l + i0, l);
@@ -284,3 +252,4 @@ static void V_FN(softmax_tile)(const struct ab__attn_tile *t)
     break;
   }
 }
+
