@@ -3,10 +3,14 @@
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+/* AVX2, FMA and F16C (half <-> float, which the AVX2 files widen 16-bit
+ * keys and values with; every AVX2 CPU has it, but the files are built
+ * with -mf16c, so it is asked too). */
 int ab__cpu_has_avx2_fma(void)
 {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
 }
 
 /* Every extension the avx512 files are built with (Makefile ISA_avx512),

@@ -4,11 +4,13 @@
  * attentions computed with each ISA's table against the reference table.
  *
  * Tolerances, per kernel:
- *   qk_tile, pv_tile: |got - ref| <= 4 * n * 2^-24 * sum |a_t * b_t| (+1e-30),
+ *   qk_tile, pv_tile, qk_rows, pv_rows (k, v of each element type):
+ *     |got - ref| <= 4 * n * 2^-24 * sum |a_t * b_t| (+1e-30),
  *     the bound of two differently rounded length-n float sums (FMA vs
  *     multiply-then-add, n the reduction length);
  *   softmax_tile: probabilities within 4e-6 relative (exp to a few ulp,
  *     tanh-capped scores to a few ulp of softcap), max and sum likewise;
+ *   widen: exact;
  *   exp alone: at most 2 ulp from the double result on [-87.3, 0];
  *   whole attention: rtol 2e-5, atol 2e-6 between ISAs. */
 #include "attn-internal.h"
@@ -136,6 +138,127 @@ TEST(attn_kernels_qk_pv_parity)
         }
   }
   fprintf(stderr, "  %d ISA(s) besides ref tested\n", tested);
+  return 0;
+}
+
+/* ==== few-row kernels and widening ====================================== */
+
+/* n random elements of type e (float32 or the 16-bit bits of one) and the
+ * float each stands for. */
+static void *elem_array(int64_t n, enum ab__elem e, float *as_float)
+{
+  void *p = malloc((size_t)(n + 16) * 4);
+  int64_t i;
+
+  for (i = 0; i < n; i++) {
+    float x = (float)test_uniform(-2, 2);
+    if (e == AB__ELEM_BF16) {
+      ((uint16_t *)p)[i] = ab_f32_to_bf16(x);
+      as_float[i] = ab_bf16_to_f32(((uint16_t *)p)[i]);
+    } else if (e == AB__ELEM_F16) {
+      ((uint16_t *)p)[i] = ab_f32_to_f16(x);
+      as_float[i] = ab_f16_to_f32(((uint16_t *)p)[i]);
+    } else {
+      ((float *)p)[i] = as_float[i] = x;
+    }
+  }
+  return p;
+}
+
+static int rows_case(const struct ab__kernels *ref, const struct ab__kernels *k,
+                     enum ab__elem e, int64_t nk, int64_t d, int64_t m)
+{
+  const int64_t ld = rup(m), ldk = d + 3, ldq = d + 1, ldo = d + 2;
+  float *kf = falloc(nk * ldk), *q = falloc(m * ldq), *s1 = falloc(nk * ld);
+  float *s2 = falloc(nk * ld), *p = falloc(nk * ld), *alpha = falloc(ld);
+  float *o1 = falloc(m * ldo), *o2 = falloc(m * ldo), *w1 = falloc(nk * d);
+  float *w2 = falloc(nk * d);
+  void *kv = elem_array(nk * ldk, e, kf);
+  int64_t i, j, c;
+  int bad = 0;
+
+  fill(q, m * ldq, -2, 2);
+  fill(p, nk * ld, 0, 1);
+  fill(alpha, ld, 0, 1);
+  fill(o1, m * ldo, -3, 3);
+  memcpy(o2, o1, (size_t)(m * ldo) * 4);
+  /* Scores: k rows of type e (the reference reads them the same way). */
+  ref->attn.qk_rows(s1, ld, kv, ldk, e, q, ldq, nk, d, m);
+  k->attn.qk_rows(s2, ld, kv, ldk, e, q, ldq, nk, d, m);
+  for (j = 0; j < nk && !bad; j++)
+    for (i = 0; i < m && !bad; i++) {
+      double mag = 0;
+      for (c = 0; c < d; c++)
+        mag += fabs((double)kf[j * ldk + c] * q[i * ldq + c]);
+      if (fabs((double)s1[j * ld + i] - s2[j * ld + i]) >
+          4.0 * (double)d * 0x1p-24 * mag + 1e-30) {
+        fprintf(stderr, "  qk_rows %s elem %d nk %lld d %lld m %lld at "
+                        "(%lld,%lld): %.9g vs %.9g\n",
+                k->isa, (int)e, (long long)nk, (long long)d, (long long)m,
+                (long long)j, (long long)i, (double)s2[j * ld + i],
+                (double)s1[j * ld + i]);
+        bad = 1;
+      }
+    }
+  /* Output: the same array as values (rows ldk apart, d columns). */
+  ref->attn.pv_rows(o1, ldo, (nk & 1) ? alpha : NULL, kv, ldk, e, p, ld, nk,
+                    d, m);
+  k->attn.pv_rows(o2, ldo, (nk & 1) ? alpha : NULL, kv, ldk, e, p, ld, nk, d,
+                  m);
+  for (i = 0; i < m && !bad; i++)
+    for (c = 0; c < d && !bad; c++) {
+      double mag = fabs((double)o1[i * ldo + c]);
+      for (j = 0; j < nk; j++)
+        mag += fabs((double)kf[j * ldk + c] * p[j * ld + i]);
+      if (fabs((double)o1[i * ldo + c] - o2[i * ldo + c]) >
+          4.0 * (double)(nk + 2) * 0x1p-24 * mag + 1e-30) {
+        fprintf(stderr, "  pv_rows %s elem %d nk %lld d %lld m %lld at "
+                        "(%lld,%lld): %.9g vs %.9g\n",
+                k->isa, (int)e, (long long)nk, (long long)d, (long long)m,
+                (long long)i, (long long)c, (double)o2[i * ldo + c],
+                (double)o1[i * ldo + c]);
+        bad = 1;
+      }
+    }
+  /* Widening is exact. */
+  ref->attn.widen(w1, d, kv, ldk, e, nk, d);
+  k->attn.widen(w2, d, kv, ldk, e, nk, d);
+  for (j = 0; j < nk && !bad; j++)
+    for (c = 0; c < d && !bad; c++)
+      if (w2[j * d + c] != kf[j * ldk + c] || w1[j * d + c] != kf[j * ldk + c]) {
+        fprintf(stderr, "  widen %s elem %d at (%lld,%lld): %.9g / %.9g vs "
+                        "%.9g\n",
+                k->isa, (int)e, (long long)j, (long long)c,
+                (double)w2[j * d + c], (double)w1[j * d + c],
+                (double)kf[j * ldk + c]);
+        bad = 1;
+      }
+  free(kf), free(q), free(s1), free(s2), free(p), free(alpha), free(o1);
+  free(o2), free(w1), free(w2), free(kv);
+  return bad;
+}
+
+TEST(attn_kernels_rows_parity)
+{
+  static const int64_t nks[] = {1, 3, 4, 5, 9, 64, 67};
+  static const int64_t ds[] = {1, 7, 16, 40, 128, 131};
+  static const int64_t ms[] = {1, 2, 3, 4, 5, 8, 16};
+  const struct ab__kernels *ref = ab__kernels_for("ref");
+  const char *const *isa;
+  size_t a, b, c;
+  int e;
+
+  for (isa = ab__isa_list(); *isa; isa++) {
+    const struct ab__kernels *k = ab__kernels_for(*isa);
+    if (!k || k == ref)
+      continue;
+    for (e = 0; e < 3; e++)
+      for (a = 0; a < sizeof nks / sizeof *nks; a++)
+        for (b = 0; b < sizeof ds / sizeof *ds; b++)
+          for (c = 0; c < sizeof ms / sizeof *ms; c++)
+            if (rows_case(ref, k, (enum ab__elem)e, nks[a], ds[b], ms[c]))
+              return 1;
+  }
   return 0;
 }
 
@@ -475,7 +598,7 @@ TEST(attn_kernels_whole_attention_parity)
         p.q_offset = 10;
       }
       for (x = 0; x < 2; x++) {
-        struct ab__attn_tuning tune = {x ? kn : ref, 0, 0};
+        struct ab__attn_tuning tune = {x ? kn : ref, 0, 0, 0, 0};
         ab_job_t *job;
         p.out = o[x], p.weights = w[x], p.lse = lse[x];
         CHECK_OK(ab__attention_job_tuned(&p, &tune, &job));

@@ -6,9 +6,16 @@
 #include "simd-avx2.h"
 
 #include <math.h>
+#include <string.h>
 
 #define MR_MAX 6
 #define NV_MAX 2
+/* Few rows: 2 x 4 dot products (8 accumulators, 2 key and 1 query
+ * vector); 2 rows x 4 vectors of output columns (8 + 4 + 1 registers). */
+#define QKR_KB 2
+#define QKR_RB 4
+#define PVR_RB 2
+#define PVR_CB 4
 
 #include "vmath.c.h"
 #include "attn-simd.c.h"
@@ -18,4 +25,7 @@ void ab__attn_kernels_avx2(struct ab__attn_kernels *k)
   k->qk_tile = qk_tile_avx2;
   k->pv_tile = pv_tile_avx2;
   k->softmax_tile = softmax_tile_avx2;
+  k->qk_rows = qk_rows_avx2;
+  k->pv_rows = pv_rows_avx2;
+  k->widen = widen_avx2;
 }

@@ -6,9 +6,16 @@
 #include "simd-avx512.h"
 
 #include <math.h>
+#include <string.h>
 
 #define MR_MAX 6
 #define NV_MAX 4
+/* Few rows: 4 x 4 dot products (16 accumulators, 4 key and 1 query
+ * vector); 2 rows x 8 vectors of output columns (d = 128 in registers). */
+#define QKR_KB 4
+#define QKR_RB 4
+#define PVR_RB 2
+#define PVR_CB 8
 
 #include "vmath.c.h"
 #include "attn-simd.c.h"
@@ -18,4 +25,7 @@ void ab__attn_kernels_avx512(struct ab__attn_kernels *k)
   k->qk_tile = qk_tile_avx512;
   k->pv_tile = pv_tile_avx512;
   k->softmax_tile = softmax_tile_avx512;
+  k->qk_rows = qk_rows_avx512;
+  k->pv_rows = pv_rows_avx512;
+  k->widen = widen_avx512;
 }

@@ -7,8 +7,8 @@
 #ifndef AB_SIMD_AVX2_H
 #define AB_SIMD_AVX2_H
 
-#if !defined(__AVX2__) || !defined(__FMA__)
-#error "build this file with -mavx2 -mfma (see Makefile)"
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "build this file with -mavx2 -mfma -mf16c (see Makefile)"
 #endif
 #include <immintrin.h>
 #include <stdint.h>
@@ -81,6 +81,21 @@ AI __m256i v_first(int64_t k)
 {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k),
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+#define V_LOADU_BF16(p)                                                        \
+  _mm256_castsi256_ps(_mm256_slli_epi32(                                       \
+      _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define V_LOADU_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define V_HSUM(x) v_hsum(x)
+
+AI float v_hsum(__m256 x)
+{
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
 }
 
 #define VI_LOADU(p) _mm256_loadu_si256((const __m256i *)(p))

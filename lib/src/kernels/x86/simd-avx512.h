@@ -83,6 +83,14 @@ AI __m512i v_dup2_idx(void)
   return _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
 }
 
+/* V_W 16-bit values widened to float (exactly): bfloat16 is the high half
+ * of a float, IEEE half goes through vcvtph2ps.  Sum of the lanes. */
+#define V_LOADU_BF16(p)                                                        \
+  _mm512_castsi512_ps(_mm512_slli_epi32(                                       \
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define V_LOADU_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define V_HSUM(x) _mm512_reduce_add_ps(x)
+
 #define VI_LOADU(p) _mm512_loadu_si512(p)
 #define VI_SET1(i) _mm512_set1_epi32(i)
 #define VI_ZERO() _mm512_setzero_si512()
