@@ -392,7 +392,8 @@ struct attn_ctx {
   _Atomic int64_t *arrive;
   /* scratch layout (byte offsets) */
   size_t off_qt, off_s, off_ot, off_tb, off_mx, off_l, off_alpha, off_lo,
-      off_hi, off_lo64, off_hi64, off_bptr, off_row, off_kw, off_vw;
+      off_hi, off_lo64, off_hi64, off_bptr, off_row, off_kw, off_vw,
+      off_qrow;
 };
 
 static void attn_destroy(struct ab_job *job)
@@ -996,6 +997,7 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
             sizeof(float)) ||
       carve(&total, &c->off_vw, c->ve != AB__ELEM_F32 ? kt : 0, s.Dv,
             sizeof(float)) ||
+      carve(&total, &c->off_qrow, 1, s.D, sizeof(float)) ||
       carve(&total, &c->off_mx, 1, mp, sizeof(float)) ||
       carve(&total, &c->off_l, 1, mp, sizeof(float)) ||
       carve(&total, &c->off_alpha, 1, mp, sizeof(float)) ||
@@ -1049,7 +1051,7 @@ struct block {
   int rows;                   /* few-row kernels, row-major q and o */
   int64_t tile;               /* keys per tile */
   const void *k, *v;          /* this kv head's rows */
-  float *qt, *s, *ot, *tb, *mx, *l, *alpha, *row, *kw, *vw;
+  float *qt, *s, *ot, *tb, *mx, *l, *alpha, *row, *kw, *vw, *qrow;
   int32_t *lo, *hi;
   int64_t *lo64, *hi64;
   const float **bptr;
@@ -1162,22 +1164,33 @@ static int64_t row_pos(const struct block *bl, int64_t i)
   return bl->r0 + i % bl->bq;
 }
 
+/* Row j0 of q, k or v (elements of type e, rows ld apart) as a pointer. */
+static const void *kv_row(const void *base, enum ab__elem e, int64_t ld,
+                          int64_t j0)
+{
+  return (const char *)base + (size_t)(j0 * ld) * ab__elem_size(e);
+}
+
 /* The block's queries times qscale: transposed, qt[c][i] with padded rows
- * 0, for the row-vectorised kernels; row-major, q[i][c], for few rows. */
+ * 0, for the row-vectorised kernels; row-major, q[i][c], for few rows.
+ * Rows the kernels can read (unit inner stride, float32 or 16-bit) are
+ * widened a row at a time. */
 static void gather_q(const struct attn_ctx *c, const struct block *bl)
 {
   const int64_t *qs = c->qst, D = c->s.D, mp = bl->mp;
   const int64_t ci = bl->rows ? 1 : mp, ri = bl->rows ? D : 1;
+  enum ab__elem e = AB__ELEM_F32;
+  const int direct = qs[3] == 1 && kernel_elem(c->q_dtype, &e);
   int64_t i, k;
 
   for (i = 0; i < bl->m; i++) {
     int64_t off = bl->b * qs[0] + row_head(bl, i) * qs[1] +
                   row_pos(bl, i) * qs[2];
     float *dst = bl->qt + i * ri;
-    if (c->q_dtype == AB_DTYPE_F32) {
-      const float *src = (const float *)c->q + off;
+    if (direct) {
+      c->kern->attn.widen(bl->qrow, D, kv_row(c->q, e, 1, off), D, e, 1, D);
       for (k = 0; k < D; k++)
-        dst[k * ci] = src[k * qs[3]] * c->qscale;
+        dst[k * ci] = bl->qrow[k] * c->qscale;
     } else {
       for (k = 0; k < D; k++)
         dst[k * ci] = ab__load_f32(c->q, c->q_dtype, off + k * qs[3]) *
@@ -1188,13 +1201,6 @@ static void gather_q(const struct attn_ctx *c, const struct block *bl)
     for (k = 0; k < D; k++)
       for (i = bl->m; i < mp; i++)
         bl->qt[k * mp + i] = 0.0f;
-}
-
-/* Row j0 of k or v (elements of type e, rows ld apart) as a pointer. */
-static const void *kv_row(const void *base, enum ab__elem e, int64_t ld,
-                          int64_t j0)
-{
-  return (const char *)base + (size_t)(j0 * ld) * ab__elem_size(e);
 }
 
 /* Scores of keys [j0, j0 + nk) and the tile description that finishes
@@ -1381,6 +1387,7 @@ static int64_t block_start(const struct attn_ctx *c, int64_t piece,
   bl->tb = (float *)(w + c->off_tb);
   bl->kw = (float *)(w + c->off_kw);
   bl->vw = (float *)(w + c->off_vw);
+  bl->qrow = (float *)(w + c->off_qrow);
   bl->mx = (float *)(w + c->off_mx);
   bl->l = (float *)(w + c->off_l);
   bl->alpha = (float *)(w + c->off_alpha);
