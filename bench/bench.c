@@ -7,11 +7,13 @@
  * results.json (shape documented in bench/README.md).
  *
  *   bench [--threads N] [--quick]
- *         [--only attention,rope,bias,encoding,codec,service]
- *         [--out FILE] [--server attnbiasd] [--bare bare-server]
+ *         [--only attention,decode,rope,bias,encoding,codec,service]
+ *         [--out FILE] [--attn-shapes HxNxd,...]
+ *         [--server attnbiasd] [--bare bare-server]
  *         [--torch torch_bench.py] [--lua post.lua] [--python PY]
  *         [--http-seconds S]
- * Environment: BENCH_QUICK=1, BENCH_THREADS=N, BENCH_ONLY=list. */
+ * Environment: BENCH_QUICK=1, BENCH_THREADS=N, BENCH_ONLY=list,
+ * BENCH_ATTN_SHAPES=list. */
 #include "bench.h"
 
 #include <errno.h>
@@ -102,12 +104,16 @@ static void usage(FILE *f)
 {
   fprintf(f,
           "usage: bench [--threads N] [--quick] [--only LIST] [--out FILE]\n"
+          "             [--attn-shapes HxNxd,...]\n"
           "             [--server attnbiasd] [--bare bare-server]\n"
           "             [--torch torch_bench.py] [--lua post.lua]\n"
           "             [--python PY] [--http-seconds S]\n"
-          "LIST: comma-separated of attention,rope,bias,encoding,codec,service "
+          "LIST: comma-separated of attention,decode,rope,bias,encoding,codec,"
+          "service "
           "(none: probes only)\n"
-          "env: BENCH_QUICK=1, BENCH_THREADS=N, BENCH_ONLY=LIST\n");
+          "--attn-shapes: only these attention shapes (e.g. 32x2048x128)\n"
+          "env: BENCH_QUICK=1, BENCH_THREADS=N, BENCH_ONLY=LIST, "
+          "BENCH_ATTN_SHAPES\n");
 }
 
 static void parse_opts(int argc, char **argv)
@@ -126,6 +132,8 @@ static void parse_opts(int argc, char **argv)
     g_opt.threads = atoi(e);
   if ((e = getenv("BENCH_ONLY")) && *e)
     g_opt.only = e;
+  if ((e = getenv("BENCH_ATTN_SHAPES")) && *e)
+    g_opt.attn_shapes = e;
   for (i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -136,6 +144,8 @@ static void parse_opts(int argc, char **argv)
       g_opt.threads = atoi(v);
     else if (TAKE("--only"))
       g_opt.only = v;
+    else if (TAKE("--attn-shapes"))
+      g_opt.attn_shapes = v;
     else if (TAKE("--out"))
       g_opt.out = v;
     else if (TAKE("--server"))
@@ -161,9 +171,9 @@ static void parse_opts(int argc, char **argv)
 #undef TAKE
   }
   if (g_opt.only) {
-    static const char *const known[] = {"attention", "rope",    "bias",
-                                        "encoding",  "codec",   "service",
-                                        "none"};
+    static const char *const known[] = {"attention", "decode", "rope",
+                                        "bias",      "encoding", "codec",
+                                        "service",   "none"};
     const char *p = g_opt.only;
 
     /* A typo would silently skip everything: name it instead. */
@@ -415,6 +425,8 @@ int main(int argc, char **argv)
 
   if (bench_want("attention"))
     bench_attention(pool);
+  if (bench_want("decode"))
+    bench_decode(pool);
   if (bench_want("rope"))
     bench_rope(pool);
   peer_stop();

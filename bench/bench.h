@@ -19,6 +19,7 @@ struct bench_opts {
   int threads;            /* pool size, also the probes' thread count */
   int quick;              /* BENCH_QUICK=1 / --quick: a fast smoke run */
   const char *only;       /* comma list of sections, NULL: all */
+  const char *attn_shapes; /* HxNxd list for the attention section, NULL: all */
   const char *out;        /* results.json path */
   const char *server;     /* attnbiasd binary, or NULL */
   const char *bare;       /* bare-server binary, or NULL */
@@ -158,6 +159,7 @@ void peer_stop(void);
  * ====================================================================== */
 /* Each prints its rows and records its results.json entries. */
 void bench_attention(struct bench_pool *pool);
+void bench_decode(struct bench_pool *pool);
 void bench_rope(struct bench_pool *pool);
 void bench_bias(struct bench_pool *pool);
 void bench_encoding(struct bench_pool *pool);
