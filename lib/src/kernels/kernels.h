@@ -12,6 +12,7 @@
 
 #include "attn.h"
 #include "bias.h"
+#include "enc.h"
 #include "rope.h"
 
 struct ab__kernels {
@@ -19,6 +20,7 @@ struct ab__kernels {
   struct ab__rope_kernels rope;
   struct ab__attn_kernels attn;
   struct ab__bias_kernels bias;
+  struct ab__enc_kernels enc;
 };
 
 /* Fill every slot with the scalar reference (kernels/ref/ref.c). */

@@ -12,5 +12,6 @@ void ab__bias_kernels_avx2(struct ab__bias_kernels *k)
   k->table_alibi = table_alibi_avx2;
   k->table_fill = table_fill_avx2;
   k->table_copy = table_copy_avx2;
+  k->table_add = table_add_avx2;
   k->store_fence = store_fence_avx2;
 }

@@ -12,5 +12,6 @@ void ab__bias_kernels_avx512(struct ab__bias_kernels *k)
   k->table_alibi = table_alibi_avx512;
   k->table_fill = table_fill_avx512;
   k->table_copy = table_copy_avx512;
+  k->table_add = table_add_avx512;
   k->store_fence = store_fence_avx512;
 }

@@ -30,15 +30,6 @@ static void V_FN(sincos)(float *c, float *s, const double *theta, int64_t n)
 
 /* ==== rotation =========================================================== */
 
-/* A full vector at p: streamed when asked (p is then vector-aligned). */
-AI void store_v(float *p, V x, int nt)
-{
-  if (nt)
-    V_STREAM(p, x);
-  else
-    V_STOREU(p, x);
-}
-
 /* Whether p is aligned for V_STREAM. */
 AI int stream_aligned(const void *p)
 {
@@ -52,7 +43,7 @@ static void copy_tail(float *o, const float *x, int64_t from, int64_t dim,
   int64_t c = from;
 
   for (; c + V_W <= dim; c += V_W)
-    store_v(o + c, V_LOADU(x + c), nt && stream_aligned(o + c));
+    V_STORE_NT(o + c, V_LOADU(x + c), nt && stream_aligned(o + c));
   if (c < dim)
     V_STORE_PART(o + c, dim - c, V_LOAD_PART(x + c, dim - c));
 }
@@ -68,8 +59,8 @@ static void row_half(float *o, const float *x, const float *cp,
   for (; k + V_W <= h; k += V_W) {
     V a = V_LOADU(x + k), b = V_LOADU(x + k + h);
     V c = V_LOADU(cp + k), s = V_LOADU(sp + k);
-    store_v(o + k, V_FMSUB(a, c, V_MUL(b, s)), st);
-    store_v(o + k + h, V_FMADD(b, c, V_MUL(a, s)), st);
+    V_STORE_NT(o + k, V_FMSUB(a, c, V_MUL(b, s)), st);
+    V_STORE_NT(o + k + h, V_FMADD(b, c, V_MUL(a, s)), st);
   }
   if (k < h) {
     int64_t r = h - k;
@@ -93,7 +84,7 @@ static void row_interleaved(float *o, const float *x, const float *cp,
   for (; k + half <= h; k += half) {
     V xv = V_LOADU(x + 2 * k);
     V c = V_LOAD_DUP2(cp + k), s = V_LOAD_DUP2(sp + k);
-    store_v(o + 2 * k, V_FMADDSUB(xv, c, V_MUL(V_SWAP_PAIRS(xv), s)), st);
+    V_STORE_NT(o + 2 * k, V_FMADDSUB(xv, c, V_MUL(V_SWAP_PAIRS(xv), s)), st);
   }
   if (k < h) {
     int64_t r = h - k;

@@ -27,6 +27,7 @@
 #define V_STORE(p, x) _mm256_store_ps(p, x)
 #define V_STOREU(p, x) _mm256_storeu_ps(p, x)
 #define V_STREAM(p, x) _mm256_stream_ps(p, x) /* p 32-byte aligned */
+#define V_STORE_NT(p, x, nt) ((nt) ? V_STREAM(p, x) : V_STOREU(p, x))
 #define V_SET1(f) _mm256_set1_ps(f)
 #define V_ZERO() _mm256_setzero_ps()
 #define V_BCAST(p) _mm256_broadcast_ss(p)
@@ -122,6 +123,7 @@ AI float v_hsum(__m256 x)
 #define VD_MUL(a, b) _mm256_mul_pd(a, b)
 #define VD_FMADD(a, b, c) _mm256_fmadd_pd(a, b, c)
 #define VD_FNMADD(a, b, c) _mm256_fnmadd_pd(a, b, c)
+#define VD_FMSUB(a, b, c) _mm256_fmsub_pd(a, b, c)
 #define VD_ABS(a) _mm256_andnot_pd(_mm256_set1_pd(-0.0), a)
 #define VD_ROUND(a)                                                            \
   _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -133,6 +135,9 @@ AI float v_hsum(__m256 x)
       _mm256_and_si256(_mm256_castpd_si256(x), _mm256_set1_epi64x(bit)),       \
       _mm256_set1_epi64x(bit)))
 #define VD_STOREU_F32(p, x) _mm_storeu_ps(p, _mm256_cvtpd_ps(x))
+#define VD_INTERLEAVE_F32(a, b)                                                \
+  _mm256_set_m128(_mm_unpackhi_ps(_mm256_cvtpd_ps(a), _mm256_cvtpd_ps(b)),    \
+                  _mm_unpacklo_ps(_mm256_cvtpd_ps(a), _mm256_cvtpd_ps(b)))
 #define VD_PACK_F32(a, b)                                                      \
   _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(a)),             \
                        _mm256_cvtpd_ps(b), 1)

@@ -31,6 +31,8 @@
 #define V_STORE(p, x) _mm512_store_ps(p, x)
 #define V_STOREU(p, x) _mm512_storeu_ps(p, x)
 #define V_STREAM(p, x) _mm512_stream_ps(p, x) /* p 64-byte aligned */
+/* V_STREAM when nt, else V_STOREU */
+#define V_STORE_NT(p, x, nt) ((nt) ? V_STREAM(p, x) : V_STOREU(p, x))
 #define V_SET1(f) _mm512_set1_ps(f)
 #define V_ZERO() _mm512_setzero_ps()
 #define V_BCAST(p) _mm512_set1_ps(*(p))
@@ -114,6 +116,7 @@ AI __m512i v_dup2_idx(void)
 #define VD_MUL(a, b) _mm512_mul_pd(a, b)
 #define VD_FMADD(a, b, c) _mm512_fmadd_pd(a, b, c)
 #define VD_FNMADD(a, b, c) _mm512_fnmadd_pd(a, b, c)
+#define VD_FMSUB(a, b, c) _mm512_fmsub_pd(a, b, c)
 #define VD_ABS(a) _mm512_abs_pd(a)
 #define VD_ROUND(a)                                                            \
   _mm512_roundscale_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -126,6 +129,13 @@ AI __m512i v_dup2_idx(void)
 /* VD_W floats from a double vector (rounded once). */
 #define VD_STOREU_F32(p, x) _mm256_storeu_ps(p, _mm512_cvtpd_ps(x))
 /* Two double vectors as one float vector: a in the low lanes. */
+/* Two double vectors as one float vector of alternate lanes: a0 b0 a1 b1 */
+#define VD_INTERLEAVE_F32(a, b)                                                \
+  _mm512_permutex2var_ps(                                                      \
+      _mm512_castps256_ps512(_mm512_cvtpd_ps(a)),                              \
+      _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,    \
+                        23),                                                   \
+      _mm512_castps256_ps512(_mm512_cvtpd_ps(b)))
 #define VD_PACK_F32(a, b)                                                      \
   _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(a)),               \
                      _mm512_cvtpd_ps(b), 1)

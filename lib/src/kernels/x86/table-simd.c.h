@@ -1,7 +1,7 @@
 /* table-simd.c.h: the x86 table writers of the bias family (ALiBi rows,
- * fills, copies), written once over the vector vocabulary (simd-*.h) and
- * included by bias-avx2.c and bias-avx512.c.  Partial vectors at the head
- * (up to the first aligned address, when streaming) and at the tail;
+ * fills, copies, sums), written once over the vector vocabulary (simd-*.h)
+ * and included by bias-avx2.c and bias-avx512.c.  Partial vectors at the
+ * head (up to the first aligned address, when streaming) and at the tail;
  * non-temporal stores for tables larger than the cache.  Bit-identical to
  * kernels/ref/bias-ref.c. */
 
@@ -121,6 +121,28 @@ static void V_FN(table_copy)(void *out, const void *src, int64_t n,
     V_STREAM(o + j, V_LOADU(s + j));
   if (j < n)
     V_STORE_PART(o + j, n - j, V_LOAD_PART(s + j, n - j));
+}
+
+static void V_FN(table_add)(float *out, const float *a, const float *b,
+                            int64_t n, int stream)
+{
+  int64_t j = 0, h;
+
+  if (n <= 0)
+    return;
+  if (misaligned(out)) {
+    for (j = 0; j < n; j++)
+      out[j] = a[j] + b[j];
+    return;
+  }
+  h = stream ? head_count(out, n) : 0;
+  if (h)
+    V_STORE_PART(out, h, V_ADD(V_LOAD_PART(a, h), V_LOAD_PART(b, h)));
+  for (j = h; j + V_W <= n; j += V_W)
+    V_STORE_NT(out + j, V_ADD(V_LOADU(a + j), V_LOADU(b + j)), stream);
+  if (j < n)
+    V_STORE_PART(out + j, n - j,
+                 V_ADD(V_LOAD_PART(a + j, n - j), V_LOAD_PART(b + j, n - j)));
 }
 
 static void V_FN(store_fence)(void) { V_SFENCE(); }

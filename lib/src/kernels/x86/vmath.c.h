@@ -60,8 +60,8 @@ AI int sincos_vd_ok(VD t)
                         _CMP_LT_OQ));
 }
 
-/* sin and cos of t (|t| < AB__ROPE_SINCOS_LIMIT) to about 1 double ulp
- * past the reduction: t - q*pi/2 in three FMAs with q = round(t*2/pi)
+/* sin and cos of t (|t| < AB__ROPE_SINCOS_LIMIT) to a few 1e-14 past the
+ * reduction: t - q*pi/2 in three FMAs with q = round(t*2/pi)
  * (Cody-Waite, constants in rope.h), Taylor series on |r| <= pi/4, then
  * the quadrant q mod 4 (q is an integer below 2^31 in magnitude, so
  * q + 1.5 * 2^52 holds it in the low bits of its significand, two's
@@ -77,12 +77,14 @@ AI void sincos_vd(VD t, VD *sin_out, VD *cos_out)
   r = VD_FNMADD(q, VD_SET1(AB__ROPE_PIO2_2), r);
   r = VD_FNMADD(q, VD_SET1(AB__ROPE_PIO2_3), r);
   r2 = VD_MUL(r, r);
-  ps = VD_FMADD(r2, VD_SET1(AB__ROPE_S11), VD_SET1(AB__ROPE_S9));
+  ps = VD_FMADD(r2, VD_SET1(AB__ROPE_S13), VD_SET1(AB__ROPE_S11));
+  ps = VD_FMADD(r2, ps, VD_SET1(AB__ROPE_S9));
   ps = VD_FMADD(r2, ps, VD_SET1(AB__ROPE_S7));
   ps = VD_FMADD(r2, ps, VD_SET1(AB__ROPE_S5));
   ps = VD_FMADD(r2, ps, VD_SET1(AB__ROPE_S3));
   ps = VD_FMADD(VD_MUL(r2, r), ps, r);
-  pc = VD_FMADD(r2, VD_SET1(AB__ROPE_C12), VD_SET1(AB__ROPE_C10));
+  pc = VD_FMADD(r2, VD_SET1(AB__ROPE_C14), VD_SET1(AB__ROPE_C12));
+  pc = VD_FMADD(r2, pc, VD_SET1(AB__ROPE_C10));
   pc = VD_FMADD(r2, pc, VD_SET1(AB__ROPE_C8));
   pc = VD_FMADD(r2, pc, VD_SET1(AB__ROPE_C6));
   pc = VD_FMADD(r2, pc, VD_SET1(AB__ROPE_C4));
