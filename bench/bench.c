@@ -7,7 +7,7 @@
  * results.json (shape documented in bench/README.md).
  *
  *   bench [--threads N] [--quick]
- *         [--only attention,decode,rope,bias,encoding,codec,service]
+ *         [--only attention,decode,long,rope,bias,encoding,codec,service]
  *         [--out FILE] [--attn-shapes HxNxd,...]
  *         [--server attnbiasd] [--bare bare-server]
  *         [--torch torch_bench.py] [--lua post.lua] [--python PY]
@@ -108,8 +108,8 @@ static void usage(FILE *f)
           "             [--server attnbiasd] [--bare bare-server]\n"
           "             [--torch torch_bench.py] [--lua post.lua]\n"
           "             [--python PY] [--http-seconds S]\n"
-          "LIST: comma-separated of attention,decode,rope,bias,encoding,codec,"
-          "service "
+          "LIST: comma-separated of attention,decode,long,rope,bias,encoding,"
+          "codec,service "
           "(none: probes only)\n"
           "--attn-shapes: only these attention shapes (e.g. 32x2048x128)\n"
           "env: BENCH_QUICK=1, BENCH_THREADS=N, BENCH_ONLY=LIST, "
@@ -171,9 +171,9 @@ static void parse_opts(int argc, char **argv)
 #undef TAKE
   }
   if (g_opt.only) {
-    static const char *const known[] = {"attention", "decode", "rope",
-                                        "bias",      "encoding", "codec",
-                                        "service",   "none"};
+    static const char *const known[] = {"attention", "decode", "long",
+                                        "rope",      "bias",   "encoding",
+                                        "codec",     "service", "none"};
     const char *p = g_opt.only;
 
     /* A typo would silently skip everything: name it instead. */
@@ -427,6 +427,8 @@ int main(int argc, char **argv)
     bench_attention(pool);
   if (bench_want("decode"))
     bench_decode(pool);
+  if (bench_want("long"))
+    bench_long(pool);
   if (bench_want("rope"))
     bench_rope(pool);
   peer_stop();

@@ -160,6 +160,7 @@ void peer_stop(void);
 /* Each prints its rows and records its results.json entries. */
 void bench_attention(struct bench_pool *pool);
 void bench_decode(struct bench_pool *pool);
+void bench_long(struct bench_pool *pool);
 void bench_rope(struct bench_pool *pool);
 void bench_bias(struct bench_pool *pool);
 void bench_encoding(struct bench_pool *pool);
