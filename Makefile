@@ -78,6 +78,7 @@ $(DEPS_STAMP): docker/packages-build.txt docker/packages-runtime.txt
 # ---- compile --------------------------------------------------------------
 $(BUILD)/lib/src/kernels/x86/%avx2.o:   FLAGS_ISA = $(ISA_avx2)
 $(BUILD)/lib/src/kernels/x86/%avx512.o: FLAGS_ISA = $(ISA_avx512)
+$(BUILD)/lib/src/kernels/x86/%avx512bf16.o: FLAGS_ISA = $(ISA_avx512) -mavx512bf16
 
 $(BUILD)/lib/%.o: lib/%.c
 	@mkdir -p $(@D)

@@ -39,6 +39,9 @@ struct ab__attn_tuning {
   /* 0: AB__ATTN_ROWS_MAX; < 0: never the few-row kernels; else up to 16 */
   int64_t rows_max;
   int64_t key_splits; /* 0: chosen by the job; else key chunks per block */
+  /* bfloat16 dot products for bfloat16 q and k: 0 where the kernel table
+   * says they are faster, 1 whenever the table has them, -1 never */
+  int bf16_dot;
 };
 
 /* ab_attention_job with an explicit kernel table and block sizes (t may be

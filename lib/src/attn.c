@@ -366,6 +366,7 @@ struct attn_ctx {
   const void *k, *v;
   enum ab__elem ke, ve;
   int64_t kst[3], vst[3];
+  int dot; /* scores by qk_tile_bf16 (bfloat16 q and k) */
   float *q_own, *k_own, *v_own;
   const void *in_q, *in_k, *in_v; /* the caller's (ab_job_piece_reads) */
   /* position bias */
@@ -978,6 +979,13 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
                  &c->v_own);
   if (st != AB_STATUS_OK)
     goto fail;
+  /* bfloat16 q and k (read in place): scores by bfloat16 dot products
+   * where the kernel table says they beat widening k (or the tuning asks). */
+  if (c->kern->attn.qk_tile_bf16 && c->q_dtype == AB_DTYPE_BF16 &&
+      c->qst[3] == 1 && c->ke == AB__ELEM_BF16) {
+    int want = t ? t->bf16_dot : 0;
+    c->dot = want > 0 || (want == 0 && c->kern->attn.bf16_dot_fast);
+  }
 
   if ((st = plan_pieces(c, max_rows, t ? t->key_splits : 0, &npieces)) !=
       AB_STATUS_OK)
@@ -1049,6 +1057,7 @@ struct block {
   int64_t group, split;       /* block index (without chunks), its chunk */
   int64_t jlo, jhi, flo, fhi; /* keys walked; all-rows-visible range */
   int rows;                   /* few-row kernels, row-major q and o */
+  int dot;                    /* qk_tile_bf16: q in bfloat16 pairs */
   int64_t tile;               /* keys per tile */
   const void *k, *v;          /* this kv head's rows */
   float *qt, *s, *ot, *tb, *mx, *l, *alpha, *row, *kw, *vw, *qrow;
@@ -1171,6 +1180,29 @@ static const void *kv_row(const void *base, enum ab__elem e, int64_t ld,
   return (const char *)base + (size_t)(j0 * ld) * ab__elem_size(e);
 }
 
+/* bfloat16 dot products: the block's bfloat16 queries, unscaled, as
+ * pairs, q2[(c/2)*mp + i] = q(i, c) | q(i, c+1) << 16 (0 past D and for
+ * padded rows); the kernel applies qscale to the sums. */
+static void gather_q_pairs(const struct attn_ctx *c, const struct block *bl)
+{
+  const int64_t *qs = c->qst, D = c->s.D, mp = bl->mp, np = (D + 1) / 2;
+  uint32_t *q2 = (uint32_t *)bl->qt;
+  int64_t i, t;
+
+  for (i = 0; i < mp; i++) {
+    const uint16_t *src = NULL;
+    if (i < bl->m)
+      src = (const uint16_t *)c->q + bl->b * qs[0] + row_head(bl, i) * qs[1] +
+            row_pos(bl, i) * qs[2];
+    for (t = 0; t < np; t++) {
+      uint32_t lo = src ? src[2 * t] : 0, hi = 0;
+      if (src && 2 * t + 1 < D)
+        hi = src[2 * t + 1];
+      q2[t * mp + i] = lo | hi << 16;
+    }
+  }
+}
+
 /* The block's queries times qscale: transposed, qt[c][i] with padded rows
  * 0, for the row-vectorised kernels; row-major, q[i][c], for few rows.
  * Rows the kernels can read (unit inner stride, float32 or 16-bit) are
@@ -1215,6 +1247,9 @@ static void score_tile(const struct attn_ctx *c, const struct block *bl,
 
   if (bl->rows) {
     kn->qk_rows(bl->s, mp, k, ldk, c->ke, bl->qt, D, nk, D, bl->m);
+  } else if (bl->dot) {
+    kn->qk_tile_bf16(bl->s, mp, k, ldk, (const uint32_t *)bl->qt, mp, nk, D,
+                     bl->m, c->qscale);
   } else if (c->ke != AB__ELEM_F32) {
     kn->widen(bl->kw, D, k, ldk, c->ke, nk, D);
     kn->qk_tile(bl->s, mp, bl->kw, D, bl->qt, mp, nk, D, bl->m);
@@ -1378,6 +1413,7 @@ static int64_t block_start(const struct attn_ctx *c, int64_t piece,
 
   bl->mp = round_up(bl->m, AB__ATTN_ROW_PAD);
   bl->rows = bl->m <= c->rows_max;
+  bl->dot = c->dot && !bl->rows;
   bl->tile = bl->rows ? c->rows_tile : c->key_tile;
   bl->k = kv_row(c->k, c->ke, 1, bl->b * c->kst[0] + kvh * c->kst[1]);
   bl->v = kv_row(c->v, c->ve, 1, bl->b * c->vst[0] + kvh * c->vst[1]);
@@ -1423,7 +1459,10 @@ static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
   int64_t i, j0;
 
   block_start(c, piece, scratch, &bl);
-  gather_q(c, &bl);
+  if (bl.dot)
+    gather_q_pairs(c, &bl);
+  else
+    gather_q(c, &bl);
   for (i = 0; i < bl.mp; i++) {
     bl.mx[i] = -INFINITY;
     bl.l[i] = 0.0f;

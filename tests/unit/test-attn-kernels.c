@@ -238,6 +238,80 @@ static int rows_case(const struct ab__kernels *ref, const struct ab__kernels *k,
   return bad;
 }
 
+/* qk_tile_bf16 of every ISA that has it against the reference: keys and
+ * query pairs of bfloat16 values, odd and even d, edge tiles. */
+static int bf16_dot_case(const struct ab__kernels *ref,
+                         const struct ab__kernels *k, int64_t nk, int64_t d,
+                         int64_t m)
+{
+  const int64_t ld = rup(m), ldk = d + 5, np = (d + 1) / 2;
+  uint16_t *kb = malloc(sizeof(uint16_t) * (size_t)(nk * ldk + 2));
+  uint32_t *q2 = aligned_alloc(64, sizeof(uint32_t) * (size_t)(np * ld + 16));
+  float *s1 = falloc(nk * ld), *s2 = falloc(nk * ld);
+  float *kf = falloc(nk * ldk), *qf = falloc(d * ld);
+  const float scale = 0.125f;
+  int64_t i, j, c;
+  int bad = 0;
+
+  for (i = 0; i < nk * ldk; i++) {
+    kb[i] = ab_f32_to_bf16((float)test_uniform(-2, 2));
+    kf[i] = ab_bf16_to_f32(kb[i]);
+  }
+  for (c = 0; c < np; c++)
+    for (i = 0; i < ld; i++) {
+      uint16_t lo = ab_f32_to_bf16((float)test_uniform(-2, 2));
+      uint16_t hi = 2 * c + 1 < d ? ab_f32_to_bf16((float)test_uniform(-2, 2))
+                                  : 0;
+      q2[c * ld + i] = (uint32_t)lo | (uint32_t)hi << 16;
+      qf[2 * c * ld + i] = ab_bf16_to_f32(lo);
+      if (2 * c + 1 < d)
+        qf[(2 * c + 1) * ld + i] = ab_bf16_to_f32(hi);
+    }
+  ref->attn.qk_tile_bf16(s1, ld, kb, ldk, q2, ld, nk, d, m, scale);
+  k->attn.qk_tile_bf16(s2, ld, kb, ldk, q2, ld, nk, d, m, scale);
+  for (j = 0; j < nk && !bad; j++)
+    for (i = 0; i < m && !bad; i++) {
+      double mag = 0;
+      for (c = 0; c < d; c++)
+        mag += fabs((double)kf[j * ldk + c] * qf[c * ld + i]) * scale;
+      if (fabs((double)s1[j * ld + i] - s2[j * ld + i]) >
+          4.0 * (double)d * 0x1p-24 * mag + 1e-30) {
+        fprintf(stderr, "  qk_tile_bf16 %s nk %lld d %lld m %lld at (%lld,"
+                        "%lld): %.9g vs %.9g\n",
+                k->isa, (long long)nk, (long long)d, (long long)m,
+                (long long)j, (long long)i, (double)s2[j * ld + i],
+                (double)s1[j * ld + i]);
+        bad = 1;
+      }
+    }
+  free(kb), free(q2), free(s1), free(s2), free(kf), free(qf);
+  return bad;
+}
+
+TEST(attn_kernels_bf16_dot_parity)
+{
+  static const int64_t nks[] = {1, 5, 6, 7, 64};
+  static const int64_t ds[] = {1, 2, 3, 64, 129};
+  static const int64_t ms[] = {1, 16, 17, 64, 100};
+  const struct ab__kernels *ref = ab__kernels_for("ref");
+  const char *const *isa;
+  size_t a, b, c;
+
+  for (isa = ab__isa_list(); *isa; isa++) {
+    const struct ab__kernels *k = ab__kernels_for(*isa);
+    if (!k || k == ref || k->attn.qk_tile_bf16 == ref->attn.qk_tile_bf16)
+      continue;
+    fprintf(stderr, "  %s: bfloat16 dot products, %s by default\n", k->isa,
+            k->attn.bf16_dot_fast ? "used" : "not used");
+    for (a = 0; a < sizeof nks / sizeof *nks; a++)
+      for (b = 0; b < sizeof ds / sizeof *ds; b++)
+        for (c = 0; c < sizeof ms / sizeof *ms; c++)
+          if (bf16_dot_case(ref, k, nks[a], ds[b], ms[c]))
+            return 1;
+  }
+  return 0;
+}
+
 TEST(attn_kernels_rows_parity)
 {
   static const int64_t nks[] = {1, 3, 4, 5, 9, 64, 67};
@@ -598,7 +672,7 @@ TEST(attn_kernels_whole_attention_parity)
         p.q_offset = 10;
       }
       for (x = 0; x < 2; x++) {
-        struct ab__attn_tuning tune = {x ? kn : ref, 0, 0, 0, 0};
+        struct ab__attn_tuning tune = {x ? kn : ref, 0, 0, 0, 0, 0};
         ab_job_t *job;
         p.out = o[x], p.weights = w[x], p.lse = lse[x];
         CHECK_OK(ab__attention_job_tuned(&p, &tune, &job));

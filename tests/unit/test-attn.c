@@ -245,6 +245,7 @@ struct rcase {
   int want_lse, want_w;
   int64_t max_rows, key_tile;
   int64_t rows_max, splits; /* ab__attn_tuning's (0: the job's choice) */
+  int bf16_dot;
   const struct ab__kernels *kern;
 };
 
@@ -266,7 +267,7 @@ static void describe(const struct rcase *c)
           "rank %d/%d/%d dtypes %d/%d/%d strided %d scale %d:%g softcap %g "
           "q_offset %d:%lld causal %d window [%lld,%lld] kv_lens %d "
           "attn_bias rank %d ones %x dtype %d ninf %g tiles %lldx%lld "
-          "rows_max %lld splits %lld isa %s\n",
+          "rows_max %lld splits %lld bf16_dot %d isa %s\n",
           (long long)c->B, (long long)c->Hq, (long long)c->Hkv,
           (long long)c->Nq, (long long)c->Nk, (long long)c->D,
           (long long)c->Dv, c->layout, c->rank, c->krank, c->vrank, c->dq,
@@ -275,7 +276,7 @@ static void describe(const struct rcase *c)
           (long long)c->q_offset, c->causal, (long long)c->wl,
           (long long)c->wr, c->kv_lens, c->ab_rank, c->ab_ones, c->ab_dtype,
           c->ab_ninf, (long long)c->max_rows, (long long)c->key_tile,
-          (long long)c->rows_max, (long long)c->splits,
+          (long long)c->rows_max, (long long)c->splits, c->bf16_dot,
           c->kern ? c->kern->isa : "default");
 }
 
@@ -290,7 +291,7 @@ static int run_case(const struct rcase *c, double rtol, double atol)
   struct ab_attn_params p;
   struct ref_opts o;
   struct ab__attn_tuning tune = {c->kern, c->max_rows, c->key_tile,
-                                 c->rows_max, c->splits};
+                                 c->rows_max, c->splits, c->bf16_dot};
   int64_t nout = c->B * c->Hq * c->Nq * c->Dv, nrow = c->B * c->Hq * c->Nq;
   int64_t nw = nrow * c->Nk, i, b, h, r, j;
   int32_t *kvl = NULL;
@@ -1183,6 +1184,45 @@ TEST(attn_16bit_kv_equals_float32)
   return 0;
 }
 
+/* bfloat16 q and k by bfloat16 dot products (qk_tile_bf16: vdpbf16ps
+ * where the CPU has it, the scalar reference otherwise), forced on and
+ * off, against the float64 reference: odd and even head dims, tile edges,
+ * GQA, masks, softcap, weights; every ISA table that has the slot. */
+TEST(attn_bf16_dot_products)
+{
+  const char *const *isa;
+  struct rcase c;
+  int n = 0, dot;
+
+  for (isa = ab__isa_list(); *isa; isa++) {
+    const struct ab__kernels *kn = ab__kernels_for(*isa);
+    if (!kn || !kn->attn.qk_tile_bf16)
+      continue;
+    for (dot = -1; dot <= 1; dot += 2)
+      for (n = 0; n < 6; n++) {
+        rcase_init(&c);
+        c.kern = kn;
+        c.bf16_dot = dot;
+        c.B = 1 + n % 2;
+        c.Hq = 4;
+        c.Hkv = n % 3 ? 2 : 4;
+        c.Nq = 40 + 29 * n;
+        c.Nk = 70 + 23 * n;
+        c.D = n % 2 ? 37 : 64;
+        c.Dv = 24;
+        c.key_tile = 16 + 8 * n;
+        c.dq = c.dk = AB_DTYPE_BF16;
+        c.dv = n % 2 ? AB_DTYPE_BF16 : AB_DTYPE_F32;
+        c.causal = n % 2;
+        c.softcap = n == 4 ? 4.0 : 0.0;
+        c.want_w = n < 3;
+        if (run_case(&c, RTOL, ATOL))
+          return 1;
+      }
+  }
+  return 0;
+}
+
 /* Pieces are independent: any order, on several threads' scratch. */
 TEST(attn_job_pieces_any_order)
 {
@@ -1742,7 +1782,7 @@ static int bias_case(const struct ab_bias_params *bp, int64_t Hq, int64_t Nq,
   struct prob P = {1, Hq, 1, Nq, Nk, 8, 8, NULL, NULL, NULL};
   struct tbuf tq, tk, tv;
   struct ab_attn_params p;
-  struct ab__attn_tuning tune = {NULL, 0, key_tile, 0, 0};
+  struct ab__attn_tuning tune = {NULL, 0, key_tile, 0, 0, 0};
   struct ab_geometry g;
   struct ref_opts o;
   float *table = malloc(sizeof(float) * Hq * Nq * Nk);

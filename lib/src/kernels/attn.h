@@ -101,10 +101,28 @@ struct ab__attn_kernels {
   /* dst[r*ldd + c] = src[r*lds + c] as float, r < rows, c < cols. */
   void (*widen)(float *dst, int64_t ldd, const void *src, int64_t lds,
                 enum ab__elem e, int64_t rows, int64_t cols);
+
+  /* qk_tile on bfloat16 keys and queries by bfloat16 dot products:
+   *   s[j*lds + i] = scale * sum_{c<d} k[j*ldk + c] * q(i, c)
+   * with q in pairs, q2[(c/2)*ldq + i] holding q(i, c) in its low half and
+   * q(i, c+1) in its high half (0 past d); rows padded as for qk_tile.
+   * Products of bfloat16 values are exact in float32, so this differs from
+   * qk_tile on the widened values only in the order of the sum.  NULL
+   * where the CPU has no such instruction (the reference has a scalar
+   * one, for tests). */
+  void (*qk_tile_bf16)(float *s, int64_t lds, const uint16_t *k, int64_t ldk,
+                       const uint32_t *q2, int64_t ldq, int64_t nk, int64_t d,
+                       int64_t m, float scale);
+  /* Whether the job should use qk_tile_bf16 for bfloat16 q and k: only on
+   * CPU kinds where the bench's bf16-dot probe measured the instruction
+   * faster than FP32 FMAs (docs/internals/dispatch.md). */
+  int bf16_dot_fast;
 };
 
 void ab__attn_kernels_ref(struct ab__attn_kernels *k);
 void ab__attn_kernels_avx2(struct ab__attn_kernels *k);
 void ab__attn_kernels_avx512(struct ab__attn_kernels *k);
+/* kernels/x86/attn-avx512bf16.c: qk_tile_bf16, and whether to use it. */
+void ab__attn_kernels_avx512bf16(struct ab__attn_kernels *k, int fast);
 
 #endif

@@ -40,5 +40,9 @@ const char *const *ab__isa_list(void);
 /* cpu-x86.c */
 int ab__cpu_has_avx2_fma(void);
 int ab__cpu_has_avx512(void);
+/* AVX512-BF16 (vdpbf16ps), and whether this CPU kind runs it faster than
+ * FP32 FMAs (docs/internals/dispatch.md says which kinds were measured). */
+int ab__cpu_has_avx512_bf16(void);
+int ab__cpu_bf16_dot_fast(void);
 
 #endif /* AB_KERNELS_H */

@@ -137,6 +137,24 @@ static void widen_ref(float *dst, int64_t ldd, const void *src, int64_t lds,
       dst[r * ldd + c] = ab__elem_load(src, e, r * lds + c);
 }
 
+static void qk_tile_bf16_ref(float *s, int64_t lds, const uint16_t *k,
+                             int64_t ldk, const uint32_t *q2, int64_t ldq,
+                             int64_t nk, int64_t d, int64_t m, float scale)
+{
+  int64_t i, j, c;
+
+  for (j = 0; j < nk; j++)
+    for (i = 0; i < m; i++) {
+      float acc = 0.0f;
+      for (c = 0; c < d; c++) {
+        const uint32_t pair = q2[(c / 2) * ldq + i];
+        acc += ab__bf16_to_float(k[j * ldk + c]) *
+               ab__bf16_to_float((uint16_t)(c % 2 ? pair >> 16 : pair));
+      }
+      s[j * lds + i] = acc * scale;
+    }
+}
+
 void ab__attn_kernels_ref(struct ab__attn_kernels *k)
 {
   k->qk_tile = qk_tile_ref;
@@ -145,4 +163,6 @@ void ab__attn_kernels_ref(struct ab__attn_kernels *k)
   k->qk_rows = qk_rows_ref;
   k->pv_rows = pv_rows_ref;
   k->widen = widen_ref;
+  k->qk_tile_bf16 = qk_tile_bf16_ref;
+  k->bf16_dot_fast = 0; /* the scalar one is for tests only */
 }
