@@ -356,8 +356,17 @@ int res_write(const char *path, const struct bench_machine *m,
     fprintf(stderr, "bench: cannot write %s: %s\n", path, strerror(errno));
     return -1;
   }
-  fprintf(f, "{\n  \"machine\": {\"fma_gflops\": ");
+  fprintf(f, "{\n  \"machine\": {\"cpu_model\": ");
+  json_string(f, m->cpu_model);
+  fprintf(f, ", \"avx512f\": %s, \"avx512_bf16\": %s, \"avx512_fp16\": %s, "
+             "\"amx\": %s, \"fma_gflops\": ",
+          m->avx512f ? "true" : "false", m->avx512_bf16 ? "true" : "false",
+          m->avx512_fp16 ? "true" : "false", m->amx ? "true" : "false");
   json_number(f, m->fma_gflops);
+  fprintf(f, ", \"bf16_dot_gflops\": ");
+  json_number(f, m->bf16_dot_gflops);
+  fprintf(f, ", \"bf16_dot_vs_fma\": ");
+  json_number(f, m->bf16_dot_vs_fma);
   fprintf(f, ", \"triad_gbs\": ");
   json_number(f, m->triad_gbs);
   fprintf(f, ", \"nt_store_gbs\": ");
@@ -415,6 +424,10 @@ int main(int argc, char **argv)
   printf("times are medians of interleaved repetitions (min-max in "
          "brackets); %% are of this run's probes\n");
 
+  bench_cpu_describe(&m);
+  printf("machine: %s; avx512f %s, avx512_bf16 %s, avx512_fp16 %s, amx %s\n",
+         m.cpu_model, m.avx512f ? "yes" : "no", m.avx512_bf16 ? "yes" : "no",
+         m.avx512_fp16 ? "yes" : "no", m.amx ? "yes" : "no");
   pool = bench_pool_new(g_opt.threads);
   bench_probes(pool, &m);
 
@@ -442,9 +455,10 @@ int main(int argc, char **argv)
     bench_service(pool);
 
   bench_probes_done(&m);
-  printf("\nmachine (best repetitions of the run): FMA %.1f GFLOP/s, triad "
-         "%.1f GB/s, NT-store triad %.1f GB/s\n",
-         m.fma_gflops, m.triad_gbs, m.nt_store_gbs);
+  printf("\nmachine (best repetitions of the run): %s; FMA %.1f GFLOP/s, "
+         "bf16 dot %.1f GFLOP/s, triad %.1f GB/s, NT-store triad %.1f GB/s\n",
+         m.cpu_model, m.fma_gflops, m.bf16_dot_gflops, m.triad_gbs,
+         m.nt_store_gbs);
   bench_pool_free(pool);
   if (res_write(g_opt.out, &m, ab_isa_name()) == 0)
     printf("\nwrote %s (%d entries) in %.0f s\n", g_opt.out, g_res_count,

@@ -477,6 +477,7 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
            bench_max(&tv[i].ms),
            var[tv[i].ours].flops / (med * 1e-3) * 1e-9, ours / med);
     res_begin("torch_attention");
+    res_str("openblas_core", peer_openblas_core());
     res_str("variant", tv[i].variant);
     res_str("impl", tv[i].impl);
     res_int("Hq", hq);
@@ -767,6 +768,7 @@ void bench_rope(struct bench_pool *pool)
            i ? "interleaved" : "half", n, med, bench_min(&torch_ms[i]),
            bench_max(&torch_ms[i]), bytes / (med * 1e-3) * 1e-9, ours / med);
     res_begin("torch_rope");
+    res_str("openblas_core", peer_openblas_core());
     res_str("pairing", i ? "interleaved" : "half");
     res_str("scaling", "default");
     res_int("N", n);
