@@ -381,6 +381,7 @@ struct attn_ctx {
   /* outputs */
   float *out, *lse, *weights;
   int64_t ost[4];
+  int stream_out; /* out is written with non-temporal stores */
   /* blocking */
   int64_t bq, nqb, hg, nhc, key_tile, mp_max;
   int64_t rows_max, rows_tile; /* few-row blocks and their key tile */
@@ -394,7 +395,7 @@ struct attn_ctx {
   /* scratch layout (byte offsets) */
   size_t off_qt, off_s, off_ot, off_tb, off_mx, off_l, off_alpha, off_lo,
       off_hi, off_lo64, off_hi64, off_bptr, off_row, off_kw, off_vw,
-      off_qrow;
+      off_qrow, off_orow;
 };
 
 static void attn_destroy(struct ab_job *job)
@@ -914,6 +915,9 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
   c->out = p->out;
   c->lse = p->lse;
   c->weights = p->weights;
+  c->stream_out = (double)s.B * (double)s.Hq * (double)s.Nq * (double)s.Dv *
+                      sizeof(float) >=
+                  (double)AB__STREAM_BYTES;
   if (p->layout == AB_LAYOUT_BHSD) {
     c->ost[1] = s.Nq * s.Dv, c->ost[2] = s.Dv;
     c->ost[0] = s.Hq * c->ost[1];
@@ -1006,6 +1010,7 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
       carve(&total, &c->off_vw, c->ve != AB__ELEM_F32 ? kt : 0, s.Dv,
             sizeof(float)) ||
       carve(&total, &c->off_qrow, 1, s.D, sizeof(float)) ||
+      carve(&total, &c->off_orow, 1, s.Dv, sizeof(float)) ||
       carve(&total, &c->off_mx, 1, mp, sizeof(float)) ||
       carve(&total, &c->off_l, 1, mp, sizeof(float)) ||
       carve(&total, &c->off_alpha, 1, mp, sizeof(float)) ||
@@ -1060,7 +1065,7 @@ struct block {
   int dot;                    /* qk_tile_bf16: q in bfloat16 pairs */
   int64_t tile;               /* keys per tile */
   const void *k, *v;          /* this kv head's rows */
-  float *qt, *s, *ot, *tb, *mx, *l, *alpha, *row, *kw, *vw, *qrow;
+  float *qt, *s, *ot, *tb, *mx, *l, *alpha, *row, *kw, *vw, *qrow, *orow;
   int32_t *lo, *hi;
   int64_t *lo64, *hi64;
   const float **bptr;
@@ -1332,7 +1337,10 @@ static float block_o(const struct attn_ctx *c, const struct block *bl,
 }
 
 /* Row i's output and lse from its numerators, max and sum; fully masked
- * rows (sum 0) give 0 and -inf. */
+ * rows (sum 0) give 0 and -inf.  The row is made in scratch and written
+ * by the table writer: with non-temporal stores when the output is larger
+ * than the cache (each output line is written once, and its read for
+ * ownership cost about as much as the block's softmax). */
 static void write_row(const struct attn_ctx *c, const struct block *bl,
                       int64_t i, const float *num, int64_t num_step,
                       float mx, float l)
@@ -1343,7 +1351,8 @@ static void write_row(const struct attn_ctx *c, const struct block *bl,
   float *o = c->out + bl->b * c->ost[0] + h * c->ost[1] + r * c->ost[2];
 
   for (k = 0; k < s->Dv; k++)
-    o[k] = num[k * num_step] * inv;
+    bl->orow[k] = num[k * num_step] * inv;
+  c->kern->bias.table_copy(o, bl->orow, s->Dv, c->stream_out);
   if (c->lse)
     c->lse[(bl->b * s->Hq + h) * s->Nq + r] =
         l > 0.0f ? mx + logf(l) : -INFINITY;
@@ -1424,6 +1433,7 @@ static int64_t block_start(const struct attn_ctx *c, int64_t piece,
   bl->kw = (float *)(w + c->off_kw);
   bl->vw = (float *)(w + c->off_vw);
   bl->qrow = (float *)(w + c->off_qrow);
+  bl->orow = (float *)(w + c->off_orow);
   bl->mx = (float *)(w + c->off_mx);
   bl->l = (float *)(w + c->off_l);
   bl->alpha = (float *)(w + c->off_alpha);
@@ -1495,9 +1505,13 @@ static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
   if (c->nsplit > 1) {
     /* Once copied out, ot is free for the merge's numerators. */
     finish_chunk(c, &bl, bl.ot);
+    if (c->stream_out) /* this piece's streaming stores, before it ends */
+      c->kern->bias.store_fence();
     return AB_STATUS_OK;
   }
   write_block(c, &bl);
+  if (c->stream_out)
+    c->kern->bias.store_fence();
 
   /* Pass 2 (only for weights): the same scores again, now normalised with
    * the final max and sum. */

@@ -1223,6 +1223,64 @@ TEST(attn_bf16_dot_products)
   return 0;
 }
 
+/* An output of 16 MiB or more is written with non-temporal stores: one
+ * 4 bytes off a cache line (the rows of 32 floats start at two offsets of
+ * a line), against the float64 reference, by one job and by a job that
+ * splits the keys. */
+TEST(attn_large_output_streams)
+{
+  enum { H = 16, NQ = 8200, NK = 9, D = 16, DV = 32 };
+  struct prob P = {1, H, H, NQ, NK, D, DV, NULL, NULL, NULL};
+  const int64_t qs[4] = {1, H, NQ, D}, ks[4] = {1, H, NK, D},
+                vs[4] = {1, H, NK, DV};
+  const int64_t nout = (int64_t)H * NQ * DV;
+  float *q = malloc(sizeof(float) * H * NQ * D), *k = malloc(sizeof(float) * H * NK * D);
+  float *v = malloc(sizeof(float) * H * NK * DV);
+  float *buf = aligned_alloc(64, sizeof(float) * (size_t)(nout + 16));
+  float *canon = malloc(sizeof(float) * (size_t)nout);
+  double *want = malloc(sizeof(double) * (size_t)nout);
+  struct ab_tensor tq, tk, tv;
+  struct ab_attn_params p;
+  struct ref_opts o;
+  struct ab__attn_tuning tune = {NULL, 0, 0, 0, 3, 0};
+  float *out = buf + 1;
+  ab_job_t *job;
+  int64_t i;
+  int split;
+
+  CHECK(q && k && v && buf && canon && want);
+  CHECK((size_t)nout * sizeof(float) >= ((size_t)16 << 20));
+  P.q = rand_array(H * NQ * D, -1, 1);
+  P.k = rand_array(H * NK * D, -1, 1);
+  P.v = rand_array(H * NK * DV, -1, 1);
+  for (i = 0; i < H * NQ * D; i++)
+    q[i] = (float)(P.q[i] = (float)P.q[i]);
+  for (i = 0; i < H * NK * D; i++)
+    k[i] = (float)(P.k[i] = (float)P.k[i]);
+  for (i = 0; i < H * NK * DV; i++)
+    v[i] = (float)(P.v[i] = (float)P.v[i]);
+  ref_opts_init(&o, &P);
+  ref_attention(&P, &o, want, NULL, NULL);
+  CHECK_OK(ab_tensor_init(&tq, q, AB_DTYPE_F32, 4, qs));
+  CHECK_OK(ab_tensor_init(&tk, k, AB_DTYPE_F32, 4, ks));
+  CHECK_OK(ab_tensor_init(&tv, v, AB_DTYPE_F32, 4, vs));
+  ab_attn_params_init(&p);
+  p.q = &tq, p.k = &tk, p.v = &tv, p.out = out;
+  for (split = 0; split < 2; split++) {
+    memset(buf, 0, sizeof(float) * (size_t)(nout + 16));
+    CHECK_OK(ab__attention_job_tuned(&p, split ? &tune : NULL, &job));
+    CHECK_OK(ab_job_run_all(job));
+    ab_job_free(job);
+    out_canon(out, AB_LAYOUT_BHSD, 1, H, NQ, DV, canon);
+    if (!test_array_close(__FILE__, __LINE__, split ? "split keys" : "out",
+                          canon, want, nout, RTOL, ATOL))
+      return 1;
+  }
+  free(q), free(k), free(v), free(buf), free(canon), free(want);
+  free(P.q), free(P.k), free(P.v);
+  return 0;
+}
+
 /* Pieces are independent: any order, on several threads' scratch. */
 TEST(attn_job_pieces_any_order)
 {
