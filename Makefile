@@ -163,8 +163,7 @@ BENCH_CFLAGS = $(BASE_CFLAGS) -O2 -Iserver $(SRV_CFLAGS) \
                -DBENCH_HAVE_CODEC=$(BENCH_CODEC)
 
 $(BUILD)/bench/probe-avx2.o:   FLAGS_ISA = -mavx2 -mfma
-$(BUILD)/bench/probe-avx512.o: FLAGS_ISA = -mavx512f -mfma
-$(BUILD)/bench/probe-bf16.o:   FLAGS_ISA = -mavx512f -mavx512bf16
+$(BUILD)/bench/probe-avx512.o: FLAGS_ISA = -mavx512f -mfma -mavx512bf16
 
 $(BUILD)/bench/%.o: bench/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)

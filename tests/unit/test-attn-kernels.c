@@ -41,33 +41,49 @@ static void fill(float *p, int64_t n, double lo, double hi)
 
 /* ==== tile products ===================================================== */
 
+/* Whether two ISAs' score tiles s1, s2 ([nk][ld], m rows) differ by more
+ * than the bound above for k rows kf[j*ldk + c] and queries q(i, c) =
+ * q[i*qi + c*qc], sums scaled by `scale`; the first difference is
+ * printed. */
+static int scores_differ(const char *what, const struct ab__kernels *k,
+                         const float *s1, const float *s2, int64_t ld,
+                         const float *kf, int64_t ldk, const float *q,
+                         int64_t qi, int64_t qc, double scale, int64_t nk,
+                         int64_t d, int64_t m)
+{
+  int64_t i, j, c;
+
+  for (j = 0; j < nk; j++)
+    for (i = 0; i < m; i++) {
+      double mag = 0;
+      for (c = 0; c < d; c++)
+        mag += fabs((double)kf[j * ldk + c] * q[i * qi + c * qc]) * scale;
+      if (fabs((double)s1[j * ld + i] - s2[j * ld + i]) >
+          4.0 * (double)d * 0x1p-24 * mag + 1e-30) {
+        fprintf(stderr, "  %s %s nk %lld d %lld m %lld at (%lld,%lld): %.9g "
+                        "vs %.9g\n",
+                what, k->isa, (long long)nk, (long long)d, (long long)m,
+                (long long)j, (long long)i, (double)s2[j * ld + i],
+                (double)s1[j * ld + i]);
+        return 1;
+      }
+    }
+  return 0;
+}
+
 static int qk_case(const struct ab__kernels *ref, const struct ab__kernels *k,
                    int64_t nk, int64_t d, int64_t m)
 {
-  int64_t ld = rup(m), ldk = d + 3, j, i, c;
+  int64_t ld = rup(m), ldk = d + 3;
   float *kk = falloc(nk * ldk), *qt = falloc(d * ld), *s1 = falloc(nk * ld),
         *s2 = falloc(nk * ld);
-  int bad = 0;
+  int bad;
 
   fill(kk, nk * ldk, -2, 2);
   fill(qt, d * ld, -2, 2);
   ref->attn.qk_tile(s1, ld, kk, ldk, qt, ld, nk, d, m);
   k->attn.qk_tile(s2, ld, kk, ldk, qt, ld, nk, d, m);
-  for (j = 0; j < nk && !bad; j++)
-    for (i = 0; i < m && !bad; i++) {
-      double mag = 0;
-      for (c = 0; c < d; c++)
-        mag += fabs((double)kk[j * ldk + c] * qt[c * ld + i]);
-      if (fabs((double)s1[j * ld + i] - s2[j * ld + i]) >
-          4.0 * (double)d * 0x1p-24 * mag + 1e-30) {
-        fprintf(stderr, "  qk %s nk %lld d %lld m %lld at (%lld,%lld): %.9g vs "
-                        "%.9g\n",
-                k->isa, (long long)nk, (long long)d, (long long)m,
-                (long long)j, (long long)i, (double)s2[j * ld + i],
-                (double)s1[j * ld + i]);
-        bad = 1;
-      }
-    }
+  bad = scores_differ("qk", k, s1, s2, ld, kk, ldk, qt, 1, ld, 1.0, nk, d, m);
   free(kk), free(qt), free(s1), free(s2);
   return bad;
 }
@@ -185,21 +201,10 @@ static int rows_case(const struct ab__kernels *ref, const struct ab__kernels *k,
   /* Scores: k rows of type e (the reference reads them the same way). */
   ref->attn.qk_rows(s1, ld, kv, ldk, e, q, ldq, nk, d, m);
   k->attn.qk_rows(s2, ld, kv, ldk, e, q, ldq, nk, d, m);
-  for (j = 0; j < nk && !bad; j++)
-    for (i = 0; i < m && !bad; i++) {
-      double mag = 0;
-      for (c = 0; c < d; c++)
-        mag += fabs((double)kf[j * ldk + c] * q[i * ldq + c]);
-      if (fabs((double)s1[j * ld + i] - s2[j * ld + i]) >
-          4.0 * (double)d * 0x1p-24 * mag + 1e-30) {
-        fprintf(stderr, "  qk_rows %s elem %d nk %lld d %lld m %lld at "
-                        "(%lld,%lld): %.9g vs %.9g\n",
-                k->isa, (int)e, (long long)nk, (long long)d, (long long)m,
-                (long long)j, (long long)i, (double)s2[j * ld + i],
-                (double)s1[j * ld + i]);
-        bad = 1;
-      }
-    }
+  bad = scores_differ(e == AB__ELEM_F32    ? "qk_rows f32"
+                      : e == AB__ELEM_BF16 ? "qk_rows bf16"
+                                           : "qk_rows f16",
+                      k, s1, s2, ld, kf, ldk, q, ldq, 1, 1.0, nk, d, m);
   /* Output: the same array as values (rows ldk apart, d columns). */
   ref->attn.pv_rows(o1, ldo, (nk & 1) ? alpha : NULL, kv, ldk, e, p, ld, nk,
                     d, m);
@@ -250,8 +255,8 @@ static int bf16_dot_case(const struct ab__kernels *ref,
   float *s1 = falloc(nk * ld), *s2 = falloc(nk * ld);
   float *kf = falloc(nk * ldk), *qf = falloc(d * ld);
   const float scale = 0.125f;
-  int64_t i, j, c;
-  int bad = 0;
+  int64_t i, c;
+  int bad;
 
   for (i = 0; i < nk * ldk; i++) {
     kb[i] = ab_f32_to_bf16((float)test_uniform(-2, 2));
@@ -269,21 +274,8 @@ static int bf16_dot_case(const struct ab__kernels *ref,
     }
   ref->attn.qk_tile_bf16(s1, ld, kb, ldk, q2, ld, nk, d, m, scale);
   k->attn.qk_tile_bf16(s2, ld, kb, ldk, q2, ld, nk, d, m, scale);
-  for (j = 0; j < nk && !bad; j++)
-    for (i = 0; i < m && !bad; i++) {
-      double mag = 0;
-      for (c = 0; c < d; c++)
-        mag += fabs((double)kf[j * ldk + c] * qf[c * ld + i]) * scale;
-      if (fabs((double)s1[j * ld + i] - s2[j * ld + i]) >
-          4.0 * (double)d * 0x1p-24 * mag + 1e-30) {
-        fprintf(stderr, "  qk_tile_bf16 %s nk %lld d %lld m %lld at (%lld,"
-                        "%lld): %.9g vs %.9g\n",
-                k->isa, (long long)nk, (long long)d, (long long)m,
-                (long long)j, (long long)i, (double)s2[j * ld + i],
-                (double)s1[j * ld + i]);
-        bad = 1;
-      }
-    }
+  bad = scores_differ("qk_tile_bf16", k, s1, s2, ld, kf, ldk, qf, 1, ld,
+                      scale, nk, d, m);
   free(kb), free(q2), free(s1), free(s2), free(kf), free(qf);
   return bad;
 }

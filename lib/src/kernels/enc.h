@@ -30,6 +30,21 @@
 #define AB__ENC_TILE 256
 #define AB__ENC_ANCHOR 64
 
+/* One pair's sine and cosine into its row: at 2k and 2k + 1 (cos_off 0,
+ * interleaved), else at k and cos_off + k.  Shared by the reference and
+ * the SIMD tails. */
+static inline void ab__enc_put(float *row, int64_t cos_off, int64_t k,
+                               float s, float c)
+{
+  if (cos_off) {
+    row[k] = s;
+    row[cos_off + k] = c;
+  } else {
+    row[2 * k] = s;
+    row[2 * k + 1] = c;
+  }
+}
+
 struct ab__enc_kernels {
   /* Rows t < rows at positions p0 + t*step (formed in double) of kn <=
    * AB__ENC_TILE sinusoid pairs with frequencies freq[k]: row t starts at

@@ -16,13 +16,7 @@ static void sin_rows_ref(float *out, int64_t ldo, int64_t cos_off, double p0,
     for (k = 0; k < kn; k++) {
       float c, s;
       ab__rope_sincos1(&c, &s, p * freq[k]);
-      if (cos_off) {
-        row[k] = s;
-        row[cos_off + k] = c;
-      } else {
-        row[2 * k] = s;
-        row[2 * k + 1] = c;
-      }
+      ab__enc_put(row, cos_off, k, s, c);
     }
   }
 }

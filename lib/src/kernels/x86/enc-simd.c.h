@@ -66,13 +66,7 @@ static void V_FN(sin_rows)(float *out, int64_t ldo, int64_t cos_off,
     for (k = kv; k < kn; k++) {
       float cf, sf;
       ab__rope_sincos1(&cf, &sf, (p0 + (double)t * step) * freq[k]);
-      if (cos_off) {
-        row[k] = sf;
-        row[cos_off + k] = cf;
-      } else {
-        row[2 * k] = sf;
-        row[2 * k + 1] = cf;
-      }
+      ab__enc_put(row, cos_off, k, sf, cf);
     }
   }
 }
