@@ -181,6 +181,12 @@ void bench_encoding(struct bench_pool *pool);
 void bench_codec(void);
 void bench_service(struct bench_pool *pool);
 
+/* Max |error| of one output row against float64: query row q [d], the
+ * keys 0 .. nkeys-1 of one head (k, v rows of d floats), scale
+ * 1/sqrt(d), no bias; s is scratch of nkeys doubles. */
+double bench_attn_row_err(const float *q, const float *k, const float *v,
+                          int nkeys, int d, const float *out, double *s);
+
 /* Time one dense fp32 attention [1,H,N,d] in process over the pool (q, k,
  * v, out caller-allocated); returns seconds or a negative value. */
 double bench_attention_once(struct bench_pool *pool, float *q, float *k,

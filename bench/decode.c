@@ -47,27 +47,11 @@ static double dec_ref_row(const struct dec_var *v, const float *q,
                           int nk, int h, int r, double *s)
 {
   const int nq = v->nq, kvh = h / (DEC_HQ / DEC_HKV), last = nk - nq + r;
-  const float *qi = q + ((size_t)h * nq + r) * DEC_D;
-  double mx = -INFINITY, sum = 0, err = 0;
-  int j, c;
+  const size_t head = (size_t)kvh * nk * DEC_D;
 
-  for (j = 0; j <= last; j++) {
-    const float *kj = kf + ((size_t)kvh * nk + j) * DEC_D;
-    double dot = 0;
-    for (c = 0; c < DEC_D; c++)
-      dot += (double)qi[c] * kj[c];
-    s[j] = dot / sqrt((double)DEC_D);
-    mx = fmax(mx, s[j]);
-  }
-  for (j = 0; j <= last; j++)
-    sum += (s[j] = exp(s[j] - mx));
-  for (c = 0; c < DEC_D; c++) {
-    double o = 0;
-    for (j = 0; j <= last; j++)
-      o += s[j] * vf[((size_t)kvh * nk + j) * DEC_D + c];
-    err = fmax(err, fabs(o / sum - out[((size_t)h * nq + r) * DEC_D + c]));
-  }
-  return err;
+  return bench_attn_row_err(q + ((size_t)h * nq + r) * DEC_D, kf + head,
+                            vf + head, last + 1, DEC_D,
+                            out + ((size_t)h * nq + r) * DEC_D, s);
 }
 
 static int dec_run(struct bench_pool *pool, struct dec_var *v, double *sec)

@@ -38,6 +38,30 @@ static double ref_alibi_slope(int h, int n)
   return pow(2.0, -4.0 * (2 * (h - p) + 1) / p);
 }
 
+double bench_attn_row_err(const float *q, const float *k, const float *v,
+                          int nkeys, int d, const float *out, double *s)
+{
+  double mx = -INFINITY, sum = 0, err = 0;
+  int j, c;
+
+  for (j = 0; j < nkeys; j++) {
+    double dot = 0;
+    for (c = 0; c < d; c++)
+      dot += (double)q[c] * k[(size_t)j * d + c];
+    s[j] = dot / sqrt((double)d);
+    mx = fmax(mx, s[j]);
+  }
+  for (j = 0; j < nkeys; j++)
+    sum += (s[j] = exp(s[j] - mx));
+  for (c = 0; c < d; c++) {
+    double o = 0;
+    for (j = 0; j < nkeys; j++)
+      o += s[j] * v[(size_t)j * d + c];
+    err = fmax(err, fabs(o / sum - out[c]));
+  }
+  return err;
+}
+
 static void print_err_note(double err, double tol)
 {
   if (err < 0)

@@ -131,27 +131,10 @@ static int long_run(struct bench_pool *pool, struct long_var *v, double *sec,
 static double long_check(const struct long_var *v, int h, int r, double *s)
 {
   const int n = v->n, last = v->causal ? r : n - 1;
-  const float *qr = v->q + ((size_t)h * n + r) * LONG_D;
-  double mx = -INFINITY, sum = 0, err = 0;
-  int j, c;
+  const size_t head = (size_t)h * n * LONG_D, row = head + (size_t)r * LONG_D;
 
-  for (j = 0; j <= last; j++) {
-    const float *kj = v->k + ((size_t)h * n + j) * LONG_D;
-    double dot = 0;
-    for (c = 0; c < LONG_D; c++)
-      dot += (double)qr[c] * kj[c];
-    s[j] = dot / sqrt((double)LONG_D);
-    mx = fmax(mx, s[j]);
-  }
-  for (j = 0; j <= last; j++)
-    sum += (s[j] = exp(s[j] - mx));
-  for (c = 0; c < LONG_D; c++) {
-    double o = 0;
-    for (j = 0; j <= last; j++)
-      o += s[j] * v->v[((size_t)h * n + j) * LONG_D + c];
-    err = fmax(err, fabs(o / sum - v->out[((size_t)h * n + r) * LONG_D + c]));
-  }
-  return err;
+  return bench_attn_row_err(v->q + row, v->k + head, v->v + head, last + 1,
+                            LONG_D, v->out + row, s);
 }
 
 /* N = n and N = LONG_BASE, dense and causal, interleaved in every round. */
