@@ -28,10 +28,11 @@
  * or float16 with unit inner stride and no RoPE (16-bit tiles are widened
  * as they are used: half the memory traffic of float32), otherwise
  * converted once at job creation to float32 [B, Hkv, N, D] (with RoPE, q
- * and k are rotated into float32 copies in their own layout).  Translation-invariant position
- * biases (ALiBi, T5, Kerple) are tabulated once per head over the Nq+Nk-1
- * possible distances; FIRE (which also depends on the query position) is
- * evaluated per row and tile.  Everything allocated is O(B*H*N*D). */
+ * and k are rotated into float32 copies in their own layout).
+ * Translation-invariant position biases (ALiBi, T5, Kerple) are tabulated
+ * once per head over the Nq+Nk-1 possible distances; FIRE (which also
+ * depends on the query position) is evaluated per row and tile.
+ * Everything allocated is O(B*H*N*D). */
 #include "attn-internal.h"
 #include "bias-internal.h"
 
@@ -889,7 +890,8 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
                     "block of %lld rows x %lld keys is outside 1..1024 x "
                     "1..4096",
                     (long long)max_rows, (long long)key_tile);
-  if (rows_max > AB__ATTN_ROW_PAD || (t && t->key_splits < 0))
+  if (rows_max > AB__ATTN_ROW_PAD ||
+      (t && (t->key_splits < 0 || t->key_splits > 65536)))
     return ab__fail(AB_STATUS_INVALID_ARG, "tuning",
                     "few-row blocks of up to %lld rows (at most %d) or %lld "
                     "key chunks",
