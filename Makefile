@@ -169,7 +169,7 @@ test-isa: $(TESTS)
 # it at the same priority; stops at the first failing run and keeps its log
 # (tests/repeat.sh).  No test may depend on timing: this shows it.
 N ?= 10
-test-repeat: $(DEPS_STAMP) npm-deps all
+test-repeat: $(DEPS_STAMP) npm-deps all $(SOAK_BIN)
 	@tests/repeat.sh $(BUILD) $(PYTHON) $(N)
 
 asan:
