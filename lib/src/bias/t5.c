@@ -138,7 +138,8 @@ static int32_t t5_bucket_of(const struct t5 *t, int64_t rel)
 
 /* T5: the table [num_buckets, num_heads], or (for buckets alone) no table
  * and num_buckets.  A num_buckets given with a table must be its rows. */
-static enum ab_status t5_check_params(const struct ab_bias_params *p, int64_t H)
+static enum ab_status t5_check_params(const struct ab_bias_params *p,
+                                      int64_t H)
 {
   const struct ab_tensor *t = p->table;
   enum ab_status st;
