@@ -354,11 +354,15 @@ struct bias_family {
  * without this list (tests/server/test-params.c checks every entry's
  * name against the library's). */
 static const struct bias_family bias_families[] = {
-    [AB_BIAS_NONE] = {&btab_none, NULL, 2, 0},
-    [AB_BIAS_ALIBI] = {&btab_alibi, alibi_finish, 2, 0},
-    [AB_BIAS_T5] = {&btab_t5, t5_finish, 4, 1},
-    [AB_BIAS_FIRE] = {&btab_fire, fire_finish, 10, 0},
-    [AB_BIAS_KERPLE] = {&btab_kerple, kerple_finish, 30, 0},
+    [AB_BIAS_NONE] = {.params = &btab_none, .cell_flops = 2},
+    [AB_BIAS_ALIBI] = {.params = &btab_alibi, .finish = alibi_finish,
+                       .cell_flops = 2},
+    [AB_BIAS_T5] = {.params = &btab_t5, .finish = t5_finish, .cell_flops = 4,
+                    .buckets = 1},
+    [AB_BIAS_FIRE] = {.params = &btab_fire, .finish = fire_finish,
+                      .cell_flops = 10},
+    [AB_BIAS_KERPLE] = {.params = &btab_kerple, .finish = kerple_finish,
+                        .cell_flops = 30},
 };
 _Static_assert(sizeof bias_families / sizeof bias_families[0] ==
                    AB_BIAS_METHOD_LAST_,
