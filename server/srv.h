@@ -176,6 +176,7 @@ struct srv_output {
 
 struct srv_route;
 struct srv_stream; /* http/call.c */
+struct srv_cfg_trace; /* handlers/config-apply.c */
 
 /* Bytes of a response sent from where they lie (see srv_call.resp_seg). */
 struct srv_seg {
@@ -220,6 +221,16 @@ struct srv_call {
   /* Unknown request fields, for X-Attnbias-Ignored: names separated by
    * commas, ready for the header (srv_call_ignore). */
   struct srv_buf ignored;
+  /* Prefer: handling=strict (RFC 7240): unknown fields are a 400, and the
+   * answer says Preference-Applied; strict_first is the first unknown
+   * field's pointer. */
+  int strict;
+  char strict_first[192];
+  /* What a model config filled in (srv_config_apply): where each filled
+   * field came from, and the X-Attnbias-Config-Used, -Upstream and -Layer
+   * header values ("" when no config was used). */
+  struct srv_cfg_trace *cfg;
+  char cfg_used[1024], cfg_upstream[512], cfg_layer[64];
 
   /* ---- response: set by srv_codec_encode or the error path ---- */
   int status;
@@ -259,6 +270,11 @@ struct srv_call {
    * body); the codec must not read past them. */
   size_t body_avail;
 };
+
+/* Whether a Prefer header value asks for handling=strict (RFC 7240: the
+ * first "handling" preference counts; names and values are
+ * case-insensitive; parameters after ';' are skipped).  (util/prefer.c) */
+int srv_prefer_strict(const char *value);
 
 /* Add the field at a JSON pointer to c->ignored, by name: the pointer's
  * tokens joined by dots ("/rope/rope_scaling/odd" -> rope.rope_scaling.odd,
@@ -429,6 +445,20 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err);
 int srv_h_bias_finish(struct srv_call *c, struct srv_err *err);
 int srv_h_attention(struct srv_call *c, struct srv_err *err);
 int srv_h_attention_finish(struct srv_call *c, struct srv_err *err);
+int srv_h_models(struct srv_call *c, struct srv_err *err);
+
+/* A model's config on a POST route (handlers/config-apply.c, docs/models.md):
+ * before the handler runs, "model", "config", "layer" and the Hugging Face
+ * keys given at the top level fill the route's own fields that the request
+ * does not give.  0, or -1 with err (a 400 naming the config key). */
+int srv_config_apply(struct srv_call *c, struct srv_err *err);
+/* An error in a field the config filled in names the config key instead
+ * (field and detail rewritten); others are left alone. */
+void srv_config_blame(const struct srv_call *c, struct srv_err *err);
+/* The pointer to report for request pointer ptr: the config key's when the
+ * config filled that field in (into buf), else ptr itself. */
+const char *srv_config_pointer(const struct srv_call *c, const char *ptr,
+                               char *buf, size_t cap);
 
 /* ======================================================================
  * work/: the pool

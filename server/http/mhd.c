@@ -226,6 +226,28 @@ static void server_timing(const struct srv_req *rq, char *out, size_t cap)
              (long long)c->early_done, (long long)c->early_pieces);
 }
 
+/* MHD_get_connection_values callback: any Prefer header field asking for
+ * handling=strict sets the call's strict mode. */
+static enum MHD_Result prefer_field(void *cls, enum MHD_ValueKind kind,
+                                    const char *key, const char *value)
+{
+  (void)kind;
+  if (key && value && strcasecmp(key, "Prefer") == 0 &&
+      srv_prefer_strict(value))
+    *(int *)cls = 1;
+  return MHD_YES;
+}
+
+/* Request headers every POST call reads beside its body. */
+static void read_call_headers(struct srv_call *c, struct MHD_Connection *conn)
+{
+  c->content_type =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+  c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+  c->strict = 0;
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, prefer_field, &c->strict);
+}
+
 /* The headers every response of a call carries beside its body. */
 static void add_headers(struct srv_req *rq, struct MHD_Response *r)
 {
@@ -238,6 +260,16 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
   /* Names made safe for a header value by srv_call_ignore. */
   if (c->ignored.len)
     MHD_add_response_header(r, "X-Attnbias-Ignored", c->ignored.data);
+  if (c->strict)
+    MHD_add_response_header(r, "Preference-Applied", "handling=strict");
+  /* Config key names: printable ASCII by construction (the key table). */
+  if (c->cfg_used[0])
+    MHD_add_response_header(r, "X-Attnbias-Config-Used", c->cfg_used);
+  if (c->cfg_upstream[0])
+    MHD_add_response_header(r, "X-Attnbias-Config-Upstream",
+                            c->cfg_upstream);
+  if (c->cfg_layer[0])
+    MHD_add_response_header(r, "X-Attnbias-Config-Layer", c->cfg_layer);
   server_timing(rq, timing, sizeof timing);
   if (timing[0])
     MHD_add_response_header(r, "Server-Timing", timing);
@@ -774,9 +806,7 @@ static void try_early(struct srv_req *rq, struct MHD_Connection *conn)
   if (rq->body.len - 8 < hlen)
     return;
   rq->early_run = -1;
-  c->content_type =
-      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
-  c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+  read_call_headers(c, conn);
   /* The buffer holds the declared length (reserved with the headers), so
    * it never moves; the call must not free it (no body_buf). */
   c->body = rq->body.data;
@@ -814,9 +844,7 @@ static enum MHD_Result on_body_done(struct srv_req *rq,
   c->body = rq->body.data ? rq->body.data : "";
   c->body_len = rq->body.len;
   c->body_buf = rq->body.data ? &rq->body : NULL;
-  c->content_type =
-      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
-  c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+  read_call_headers(c, conn);
 
   if (srv_call_prepare(c) == 0) {
     int streaming;

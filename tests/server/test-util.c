@@ -257,7 +257,8 @@ static const struct {
 } g_api_routes[] = {
     {"GET", "/healthz", 1},       {"GET", "/readyz", 1},
     {"GET", "/metrics", 1},       {"GET", "/openapi.yaml", 1},
-    {"GET", "/v1/methods", 0},    {"POST", "/v1/encodings", 0},
+    {"GET", "/v1/methods", 0},    {"GET", "/v1/models", 0},
+    {"POST", "/v1/encodings", 0},
     {"POST", "/v1/rope", 0},      {"POST", "/v1/bias", 0},
     {"POST", "/v1/attention", 0},
 };
