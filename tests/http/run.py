@@ -387,6 +387,16 @@ def instrumented(srv):
     return "libasan" in maps or "libclang_rt.asan" in maps or "vgpreload" in maps
 
 
+def expect_closed(sock, timeout):
+    """The peer closes sock without sending another byte (a reset is a
+    close too: the server may have had unread bytes of ours)."""
+    sock.settimeout(timeout)
+    try:
+        assert sock.recv(100) == b""
+    except ConnectionResetError:
+        pass
+
+
 def read_response(sock, timeout=10.0):
     """Read one Content-Length-framed HTTP response from a raw socket (for
     tests that speak HTTP by hand) -> (status, headers with lower-case names,
