@@ -114,8 +114,12 @@ static struct {
   _Atomic int stop;
   uint64_t header_ns, grace_ns, tick_ns, linger_ns, linger_bytes;
   double rate; /* bytes per ns */
-} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .room_fd = -1, .epfd = -1,
-     .wakefd = -1};
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       /* Empty from the start: the metrics read the registry whether or
+        * not the server runs (the unit tests render them without one). */
+       .pending = {.prev = &g.pending, .next = &g.pending},
+       .conns = {.prev = &g.conns, .next = &g.conns},
+       .room_fd = -1, .epfd = -1, .wakefd = -1};
 
 /* How much one lingering socket may send per round before the others get
  * their turn (the epoll set is level-triggered: the rest comes next). */

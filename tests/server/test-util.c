@@ -558,6 +558,9 @@ TEST(metrics_text_format)
                        "histogram\n") != NULL);
   CHECK(strstr(b.data, "# TYPE attnbias_inflight_requests gauge\n"));
   CHECK(strstr(b.data, "# TYPE attnbias_queue_depth gauge\n"));
+  /* No server runs here: no connection in any state. */
+  CHECK(strstr(b.data, "attnbias_open_connections{state=\"headers\"} 0\n"));
+  CHECK(strstr(b.data, "attnbias_open_connections{state=\"busy\"} 0\n"));
   /* Every sample line's metric has a TYPE line. */
   {
     char *save = NULL, *copy = strdup(b.data), *ln;
