@@ -345,8 +345,7 @@ int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
 
 /* ==== the handler ======================================================= */
 
-/* Rough cost of one table cell, for the --max-gflop budget. */
-static double cell_flops(enum ab_bias_method m)
+double srv_bias_cell_flops(enum ab_bias_method m)
 {
   switch (m) {
   case AB_BIAS_KERPLE: return 30;
@@ -422,7 +421,7 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
     out_bytes += 3.0 * cells;
   if (srv_check_budget(c, out_bytes,
                        cells * (double)rq->num_heads *
-                           cell_flops((enum ab_bias_method)method),
+                           srv_bias_cell_flops((enum ab_bias_method)method),
                        err) != 0)
     return -1;
 
