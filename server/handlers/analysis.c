@@ -33,6 +33,7 @@
 #define SEQ_MAX 9007199254740992.0
 #define POINTS_MAX 65536
 #define INT32_LIMIT 2147483647
+#define SEEN_SLACK (1.0 + 1e-12)
 
 enum kind { KIND_ROPE = 0, KIND_BIAS = 1, KIND_EXTEND = 2 };
 enum plot {
@@ -191,7 +192,10 @@ static int angles_seen(double inv_orig, double inv, int64_t trained,
 {
   double seen_max = (double)trained * inv_orig;
 
-  return seen_max >= TWO_PI || (double)seq_len * inv <= seen_max;
+  /* The slack is rounding's: interpolation by exactly seq_len / trained
+   * (linear, a fully interpolated YaRN or Llama 3 pair) lands on the
+   * trained angle itself. */
+  return seen_max >= TWO_PI || (double)seq_len * inv <= seen_max * SEEN_SLACK;
 }
 
 /* Row `row` of the per-pair outputs from the library's pairs. */
