@@ -91,6 +91,7 @@ $(BUILD)/server/%.o: server/%.c | $(DEPS_STAMP)
 # The OpenAPI document is embedded in the binary (.incbin in health.c, path
 # relative to this directory); -MMD cannot see that dependency.
 $(BUILD)/server/handlers/health.o: api/openapi.yaml
+$(BUILD)/server/handlers/page.o: web/index.html web/explorer.js web/explorer.css
 
 $(BUILD)/tests/server/%.o: tests/server/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)

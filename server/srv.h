@@ -210,6 +210,10 @@ struct srv_call {
    * these in prepare or finish; the codec then leaves them alone. */
   struct srv_buf custom;
   const char *custom_type;
+  /* Extra response headers of a handler's own answer (the explorer page's
+   * Content-Security-Policy): name/value pairs of static strings. */
+  const char *const (*custom_headers)[2];
+  int ncustom_headers;
   /* Unknown request fields, for X-Attnbias-Ignored: names separated by
    * commas, ready for the header (srv_call_ignore). */
   struct srv_buf ignored;
@@ -432,6 +436,9 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err);
 int srv_h_bias_finish(struct srv_call *c, struct srv_err *err);
 int srv_h_attention(struct srv_call *c, struct srv_err *err);
 int srv_h_analysis(struct srv_call *c, struct srv_err *err);
+int srv_h_page(struct srv_call *c, struct srv_err *err);
+int srv_h_page_js(struct srv_call *c, struct srv_err *err);
+int srv_h_page_css(struct srv_call *c, struct srv_err *err);
 int srv_h_analysis_finish(struct srv_call *c, struct srv_err *err);
 
 /* ======================================================================

@@ -261,6 +261,12 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
     MHD_add_response_header(r, "Allow", rq->early.allow);
   if (c->status == 401)
     MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"attnbias\"");
+  /* A handler's own headers go with its own answer only, never with an
+   * error that replaced it. */
+  if (c->custom_headers && c->status >= 200 && c->status < 300)
+    for (int i = 0; i < c->ncustom_headers; i++)
+      MHD_add_response_header(r, c->custom_headers[i][0],
+                              c->custom_headers[i][1]);
   /* While draining every response closes its connection, so that clients
    * move to another instance. */
   if (rq->close || atomic_load(&g_draining))
