@@ -131,9 +131,23 @@ run: $(DEPS_STAMP) $(SERVER)
 # by `npm ci` from the committed lockfile (npm from Debian when there is
 # none, as root).
 K8S_NPM = tests/k8s/node_modules/.package-lock.json
+# The explorer page's test (tests/http/test_explorer.py) drives Debian's
+# chromium over the DevTools pipe; as root it is installed when missing.
+CHROMIUM_STAMP = $(BUILD)/.chromium-ok
 
-test: $(DEPS_STAMP) $(K8S_NPM) all $(TESTS) $(if $(SUNIT),$(STESTS))
+test: $(DEPS_STAMP) $(K8S_NPM) $(CHROMIUM_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS))
 	@tests/run-all.sh $(BUILD) $(PYTHON)
+
+$(CHROMIUM_STAMP): | $(DEPS_STAMP)
+	@test -x /usr/bin/chromium || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing: chromium"; \
+	    (apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium || \
+	     (apt-get -o DPkg::Lock::Timeout=600 update -q && \
+	      apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium)) \
+	      >$(BUILD)/apt-chromium.log 2>&1 || { cat $(BUILD)/apt-chromium.log; exit 1; }; \
+	  else echo "chromium is missing (apt-get install chromium)"; exit 1; fi
+	@touch $@
 
 $(K8S_NPM): tests/k8s/package.json tests/k8s/package-lock.json | $(DEPS_STAMP)
 	@command -v npm >/dev/null || \
