@@ -259,7 +259,9 @@ static const struct {
     {"GET", "/metrics", 1},       {"GET", "/openapi.yaml", 1},
     {"GET", "/v1/methods", 0},    {"POST", "/v1/encodings", 0},
     {"POST", "/v1/rope", 0},      {"POST", "/v1/bias", 0},
-    {"POST", "/v1/attention", 0},
+    {"POST", "/v1/attention", 0}, {"POST", "/v1/analysis", 0},
+    {"GET", "/", 1},              {"GET", "/explorer.js", 1},
+    {"GET", "/explorer.css", 1},
 };
 #define N_API_ROUTES (sizeof g_api_routes / sizeof g_api_routes[0])
 
@@ -289,8 +291,9 @@ TEST(routes_match_api_md)
     for (j = i + 1; j < n; j++)
       CHECK(strcmp(tab[i].name, tab[j].name) != 0);
   }
-  /* Only /v1/bias may answer image/png. */
+  /* /v1/bias and /v1/analysis answer image/png, the others do not. */
   CHECK(srv_route_find("POST", "/v1/bias", &e)->flags & SRV_ROUTE_PNG);
+  CHECK(srv_route_find("POST", "/v1/analysis", &e)->flags & SRV_ROUTE_PNG);
   CHECK(!(srv_route_find("POST", "/v1/rope", &e)->flags & SRV_ROUTE_PNG));
   return 0;
 }
