@@ -60,7 +60,8 @@ import urllib.parse
 
 import numpy as np
 
-__all__ = ["Client", "AttnbiasError", "safetensors_dumps", "safetensors_loads"]
+__all__ = ["Client", "AttnbiasError", "safetensors_dumps", "safetensors_loads",
+           "plot_analysis"]
 
 __version__ = "0.1.0"
 
@@ -244,6 +245,21 @@ def _decode_json_output(v):
     if v in ("inf", "-inf", "nan"):
         return float(v)
     return v
+
+
+def _metadata_output(text):
+    """A safetensors ``__metadata__`` value of an answer: a scalar output
+    (decimal text, or "inf"/"nan") as a float, a JSON-valued output (the
+    planner's ``methods`` and ``configs``) decoded, anything else as is."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        v = json.loads(text)
+    except ValueError:
+        return text
+    return v if isinstance(v, (list, dict)) else text
 
 
 def _as_tensor(value):
@@ -564,10 +580,7 @@ class Client:
             arrays, meta = safetensors_loads(data)
             out = dict(arrays)
             for k, v in meta.items():
-                try:
-                    out[k] = float(v)
-                except ValueError:
-                    pass  # metadata that is not a scalar output
+                out[k] = _metadata_output(v)
             return out
         if rtype in (JSON, "application/problem+json"):
             obj = json.loads(data.decode("utf-8"))
@@ -710,6 +723,52 @@ class Client:
             k_len=q_len if k_len is None else k_len, head=head, **params),
             accept="image/png")
 
+    def analysis(self, kind, seq_len, **params):
+        """What a position encoding does at a length (``POST /v1/analysis``).
+
+        Args:
+            kind: ``"rope"`` (per frequency pair of a RoPE config: wavelengths
+                before and after its scaling, turns within the trained
+                length and within ``seq_len``, which pairs reach angles they
+                never saw, the factor and band of each pair, RoFormer's
+                decay), ``"bias"`` (per head of a bias family: ALiBi's
+                slopes and reach, T5's buckets and where they begin, the
+                bias against distance) or ``"extend"`` (the planner: the
+                config fields of linear, NTK, dynamic NTK, YaRN and Llama 3
+                scaling from the trained length to ``seq_len``, with every
+                per-pair number of each, a row per method).
+            seq_len: the length analysed (the target of ``"extend"``).
+            **params: the RoPE fields of :meth:`rope` (``head_dim``,
+                ``rope_theta``, ``max_position_embeddings`` -- the trained
+                length --, ``rope_scaling``, ...) or the bias fields of
+                :meth:`bias` (``method``, ``num_heads`` and the method's
+                parameters); ``points`` (decay samples).
+
+        Returns:
+            a dict of arrays and numbers (``"methods"`` and ``"configs"`` of
+            ``"extend"`` are a list and a dict).  :func:`plot_analysis` draws
+            it.
+
+        Example::
+
+            a = ab.analysis("rope", 131072, head_dim=128, rope_theta=500000,
+                            max_position_embeddings=131072,
+                            rope_scaling={"rope_type": "llama3", "factor": 8,
+                                          "original_max_position_embeddings": 8192})
+            a["wavelength"][:3], a["seen"].sum()
+            plan = ab.analysis("extend", 32768, head_dim=128,
+                               max_position_embeddings=4096)
+            plan["configs"]["yarn"]        # fields to paste into config.json
+        """
+        return self.request("/v1/analysis", dict(kind=kind, seq_len=seq_len, **params))
+
+    def analysis_png(self, kind, seq_len, plot=None, **params):
+        """The server's own plot of :meth:`analysis` (``Accept: image/png``):
+        ``plot`` is ``"wavelength"``, ``"decay"``, ``"scale"`` (rope,
+        extend), ``"bias"``, ``"reach"`` or ``"buckets"`` (bias).  PNG bytes."""
+        return self.request("/v1/analysis", dict(kind=kind, seq_len=seq_len, plot=plot,
+                                                 **params), accept="image/png")
+
     def attention(self, q, k, v, *, returns=None, **params):
         """Full attention (``POST /v1/attention``).
 
@@ -747,3 +806,11 @@ class Client:
 def _drop_none(params):
     """Arguments left at None are not sent (the server's default applies)."""
     return {k: v for k, v in params.items() if v is not None}
+
+
+def plot_analysis(result, plot=None, figsize=(8, 4.5)):
+    """A matplotlib Figure of a :meth:`Client.analysis` answer
+    (``attnbias_plots.plot_analysis``; matplotlib is imported on first
+    use)."""
+    from attnbias_plots import plot_analysis as draw
+    return draw(result, plot=plot, figsize=figsize)
