@@ -123,6 +123,13 @@ function fmt(v) {
   return String(Number(v.toPrecision(6)));
 }
 
+/* A tick of a log axis (t = log10 of the value): powers of ten from 1e4
+ * on as 1e4, 1e5, ... so that the labels stay short. */
+function fmtLog(t) {
+  const v = Math.pow(10, t);
+  return Number.isInteger(t) && (t >= 4 || t <= -3) ? `1e${t}` : fmt(Number(v.toPrecision(3)));
+}
+
 /* Round ticks: 1, 2, 2.5, 5 x 10^k on a linear axis; powers of ten (and 2,
  * 5 between when the range is short) on a log one.  lo, hi transformed. */
 function ticks(lo, hi, log, pixels) {
@@ -168,7 +175,7 @@ function lineChart(svg, o) {
   }
   const L = 62, R = below ? 16 : Math.min(Math.round(W * 0.4), 56 + 8 * longest), T = 14;
   const B = 44 + legendH;
-  const H = Math.round(Math.min(420, Math.max(240, (W - R) * 0.6))) + legendH;
+  const H = Math.round(Math.min(340, Math.max(220, (W - R) * 0.6))) + legendH;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   if (!below) {
     const fit = Math.max(2, Math.floor((H - T - B) / 18));
@@ -205,12 +212,12 @@ function lineChart(svg, o) {
   for (const t of ticks(xs[0], xs[1], o.xlog, W - L - R)) {
     const x = L + (t - xs[0]) / (xs[1] - xs[0]) * (W - L - R);
     el(svg, "line", {x1: x, x2: x, y1: T, y2: H - B, class: "grid"});
-    el(svg, "text", {x, y: H - B + 16, "text-anchor": "middle"}, fmt(o.xlog ? Math.pow(10, t) : t));
+    el(svg, "text", {x, y: H - B + 16, "text-anchor": "middle"}, o.xlog ? fmtLog(t) : fmt(t));
   }
   for (const t of ticks(ys[0], ys[1], o.ylog, (H - T - B) * 1.6)) {
     const y = H - B - (t - ys[0]) / (ys[1] - ys[0]) * (H - T - B);
     el(svg, "line", {x1: L, x2: W - R, y1: y, y2: y, class: "grid"});
-    el(svg, "text", {x: L - 6, y: y + 4, "text-anchor": "end"}, fmt(o.ylog ? Math.pow(10, t) : t));
+    el(svg, "text", {x: L - 6, y: y + 4, "text-anchor": "end"}, o.ylog ? fmtLog(t) : fmt(t));
   }
   el(svg, "text", {x: (L + W - R) / 2, y: H - legendH - 8, "text-anchor": "middle"}, o.xlabel);
   el(svg, "text", {x: 14, y: (T + H - B) / 2, "text-anchor": "middle",

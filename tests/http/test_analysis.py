@@ -278,6 +278,8 @@ def test_extend_configs_paste_back(server):
     # Linear squeezes every pair into its trained angles; none leaves the
     # slow ones out.
     assert out["seen"][1].all() and not out["seen"][0].all()
+    # docs/methods.md#planner: pairs left reaching angles they never saw.
+    assert [int((1 - out["seen"][i]).sum()) for i in range(6)] == [29, 0, 28, 28, 0, 0]
     assert out["decay_bound"].shape == (6, len(out["decay_distance"]))
 
 

@@ -275,7 +275,11 @@ def test_python_example(server):
     out = p.stdout.splitlines()
     assert out[0].split()[0].startswith("1.1386"), out        # YaRN factor 4
     assert out[1] == "(1, 8, 256, 64) (1, 8, 256)", out
-    assert out[2].startswith("400 /rotary_dim "), out
+    # The planner's YaRN fields for 4k -> 32k.
+    assert out[2] == ("{'rope_type': 'yarn', 'factor': 8.0, "
+                      "'original_max_position_embeddings': 4096, "
+                      "'beta_fast': 32.0, 'beta_slow': 1.0}"), out
+    assert out[3].startswith("400 /rotary_dim "), out
 
 
 def test_configuration_flags(binary, start):
