@@ -6,6 +6,7 @@
 #   make run        server on 127.0.0.1:8080  make bench    benchmark table
 #   make asan       tests under ASan+UBSan    make install  PREFIX=/usr/local
 #   make image      container image (podman)  make image-test  build + exercise it
+#   make soak       a minute of overload (README "Reliability")
 
 CC      ?= cc
 OPT     ?= -O2
@@ -50,9 +51,10 @@ LIB_PC = $(BUILD)/attnbias.pc
 SERVER = $(BUILD)/attnbiasd
 TESTS  = $(BUILD)/tests/run
 STESTS = $(BUILD)/tests/run-server
+SOAK_BIN = $(BUILD)/bench/soak
 
 .PHONY: all lib server test test-unit test-http test-isa run bench deps \
-        asan install clean
+        npm-deps asan install clean
 all: lib $(if $(SRV_SRC),server)
 lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
 server: $(SERVER)
@@ -75,6 +77,28 @@ $(DEPS_STAMP): docker/packages-build.txt docker/packages-runtime.txt
 	     || { cat $(BUILD)/apt.log; exit 1; }; \
 	  else echo "missing Debian packages:$$missing (apt-get install them)"; \
 	    exit 1; fi; fi; touch $@
+
+# ---- npm: test tools pinned by committed lockfiles ---------------------------
+# Each directory of NPM_DIRS is an npm project of tests (tests/clients: the
+# OpenAPI linters and TypeScript client generators; tests/k8s: the
+# Kubernetes schema validator).  `make test` runs `npm ci` in one when its
+# node_modules is missing or its lockfile changed (the stamp is the lockfile
+# as installed), offline thereafter.  Without npm, root on Debian installs
+# Debian's nodejs and npm first; otherwise the build stops and says so.
+NPM_DIRS   = tests/clients tests/k8s
+NPM_STAMPS = $(NPM_DIRS:%=%/node_modules/.package-lock.attnbias)
+npm-deps: $(NPM_STAMPS)
+%/node_modules/.package-lock.attnbias: %/package.json %/package-lock.json | $(DEPS_STAMP)
+	@command -v npm >/dev/null || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing: nodejs npm"; \
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -q nodejs npm \
+	      >$(BUILD)/apt-npm.log 2>&1 || { cat $(BUILD)/apt-npm.log; exit 1; }; \
+	  else echo "npm is missing (apt-get install nodejs npm)"; exit 1; fi
+	@echo "npm ci in $*"
+	@(cd $* && npm ci --no-audit --no-fund) >$(BUILD)/npm-$(notdir $*).log 2>&1 \
+	  || { cat $(BUILD)/npm-$(notdir $*).log; exit 1; }
+	@cp $*/package-lock.json $@
 
 # ---- compile --------------------------------------------------------------
 $(BUILD)/lib/src/kernels/x86/%avx2.o:   FLAGS_ISA = $(ISA_avx2)
@@ -127,15 +151,11 @@ $(STESTS): $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A)
 run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
-# tests/k8s validates docker/kubernetes/ offline with npm packages, installed
-# by `npm ci` from the committed lockfile (npm from Debian when there is
-# none, as root).
-K8S_NPM = tests/k8s/node_modules/.package-lock.json
 # The explorer page's test (tests/http/test_explorer.py) drives Debian's
 # chromium over the DevTools pipe; as root it is installed when missing.
 CHROMIUM_STAMP = $(BUILD)/.chromium-ok
 
-test: $(DEPS_STAMP) $(K8S_NPM) $(CHROMIUM_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS))
+test: $(DEPS_STAMP) npm-deps $(CHROMIUM_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS)) $(SOAK_BIN)
 	@tests/run-all.sh $(BUILD) $(PYTHON)
 
 $(CHROMIUM_STAMP): | $(DEPS_STAMP)
@@ -148,15 +168,6 @@ $(CHROMIUM_STAMP): | $(DEPS_STAMP)
 	      >$(BUILD)/apt-chromium.log 2>&1 || { cat $(BUILD)/apt-chromium.log; exit 1; }; \
 	  else echo "chromium is missing (apt-get install chromium)"; exit 1; fi
 	@touch $@
-
-$(K8S_NPM): tests/k8s/package.json tests/k8s/package-lock.json | $(DEPS_STAMP)
-	@command -v npm >/dev/null || \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing: nodejs npm"; \
-	    apt-get -o DPkg::Lock::Timeout=600 install -y -q nodejs npm >$(BUILD)/apt-npm.log 2>&1 \
-	      || { cat $(BUILD)/apt-npm.log; exit 1; }; \
-	  else echo "npm is missing (apt-get install nodejs npm)"; exit 1; fi
-	cd tests/k8s && npm ci --no-audit --no-fund --loglevel=error
 
 test-unit: $(TESTS)
 	$(TESTS)
@@ -178,7 +189,7 @@ asan:
 # server and the bare libmicrohttpd yardstick, then prints the table and
 # writes bench/results.json.  BENCH_QUICK=1 for a fast smoke run;
 # `make bench-deps` installs the optional peer (python3-torch + OpenBLAS), wrk.
-BENCH_SRC   := $(filter-out bench/bare-server.c,$(wildcard bench/*.c))
+BENCH_SRC   := $(filter-out bench/bare-server.c bench/soak.c,$(wildcard bench/*.c))
 BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_BIN    = $(BUILD)/bench/bench
 BARE_BIN     = $(BUILD)/bench/bare-server
@@ -232,6 +243,25 @@ bench-deps:
 	  apt-get install -y -q $$missing || \
 	    (apt-get update -q && apt-get install -y -q $$missing); \
 	else echo "missing:$$missing (apt-get install them as root)"; exit 1; fi
+
+# ---- soak -------------------------------------------------------------------
+# `make soak`: a minute of overload against attnbiasd on loopback
+# (bench/soak.c; README "Reliability"): capacity measured first, then
+# SOAK_CONNECTIONS connections offered SOAK_FACTOR times it for SOAK_SECONDS;
+# prints a table, writes bench/soak.json, exits 1 on any failure.
+SOAK_SECONDS     ?= 60
+SOAK_CONNECTIONS ?= 256
+SOAK_FACTOR      ?= 2
+SOAK_OBJ          = $(addprefix $(BUILD)/bench/,soak.o common.o pool.o)
+
+$(SOAK_BIN): $(SOAK_OBJ) $(LIB_A)
+	$(CC) -pthread $(LDFLAGS) -o $@ $^ -lm
+
+.PHONY: soak
+soak: $(DEPS_STAMP) $(SERVER) $(SOAK_BIN)
+	$(SOAK_BIN) --server $(SERVER) --seconds $(SOAK_SECONDS) \
+	  --connections $(SOAK_CONNECTIONS) --factor $(SOAK_FACTOR) \
+	  --out bench/soak.json
 
 # ---- fuzzing ----------------------------------------------------------------
 # `make fuzz` rebuilds the codec with clang's libFuzzer, ASan and UBSan in

@@ -27,48 +27,6 @@
 
 struct bench_opts g_opt;
 
-/* ==== child processes: always killed, even on Ctrl-C =================== */
-
-#define MAX_CHILDREN 16
-static volatile pid_t g_children[MAX_CHILDREN];
-
-void bench_child_add(pid_t pid)
-{
-  int i;
-
-  for (i = 0; i < MAX_CHILDREN; i++)
-    if (g_children[i] == 0) {
-      g_children[i] = pid;
-      return;
-    }
-}
-
-void bench_child_remove(pid_t pid)
-{
-  int i;
-
-  for (i = 0; i < MAX_CHILDREN; i++)
-    if (g_children[i] == pid)
-      g_children[i] = 0;
-}
-
-/* Async-signal-safe: only kill(2). */
-static void kill_children(void)
-{
-  int i;
-
-  for (i = 0; i < MAX_CHILDREN; i++)
-    if (g_children[i] > 0)
-      kill(g_children[i], SIGKILL);
-}
-
-static void on_signal(int sig)
-{
-  kill_children();
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
 /* ==== options ============================================================ */
 
 int bench_want(const char *name)
@@ -393,11 +351,7 @@ int main(int argc, char **argv)
   int rc = 0;
 
   parse_opts(argc, argv);
-  signal(SIGPIPE, SIG_IGN); /* a dying server must not kill the bench */
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
-  signal(SIGHUP, on_signal);
-  atexit(kill_children);
+  bench_children_guard();
   setvbuf(stdout, NULL, _IOLBF, 0);
 
   printf("attnbias %s bench: kernels %s, %d threads%s\n", ab_version(),

@@ -29,10 +29,31 @@ struct bench_opts {
 };
 extern struct bench_opts g_opt;
 
+/* ======================================================================
+ * child processes and files (common.c, shared with the soak)
+ * ====================================================================== */
 /* Processes the bench started (servers, wrk, the torch peer): registered
  * so that they are killed even when the bench is interrupted. */
 void bench_child_add(pid_t pid);
 void bench_child_remove(pid_t pid);
+/* Ignore SIGPIPE; on SIGINT/SIGTERM/SIGHUP and at exit, kill every
+ * registered child. */
+void bench_children_guard(void);
+/* Start argv with stdout and stderr sent to files and no other descriptor
+ * of ours; the child dies with us (PR_SET_PDEATHSIG) even if we are killed
+ * hard.  Registered; -1 when fork fails. */
+pid_t bench_spawn(char *const argv[], const char *out, const char *err);
+/* Wait up to timeout seconds: 1 and *status when it exited, 0 if not. */
+int bench_wait(pid_t pid, double timeout, int *status);
+/* SIGTERM, SIGKILL after timeout s; the wait status, -1 if it was killed. */
+int bench_stop(pid_t pid, double timeout);
+/* A whole file, NUL-terminated (malloc'd; *len its size), or NULL. */
+char *bench_slurp(const char *path, size_t *len);
+int bench_write_file(const char *path, const void *p, size_t n);
+/* The port a server printed for --port 0: the number after "host:" (as in
+ * "listening on http://127.0.0.1:40123"), after the word "port", or a line
+ * that is only a number.  0 when none is there yet. */
+int bench_parse_port(const char *text);
 
 /* 1 when section `name` is selected by --only (or no --only given). */
 int bench_want(const char *name);
@@ -177,8 +198,21 @@ void bench_tls_attention(int http_port, int https_port, const char *ca);
 double bench_attention_once(struct bench_pool *pool, float *q, float *k,
                             float *v, float *out, int h, int n, int d);
 
-/* Serialise q, k, v [1,h,n,d] float32 as a safetensors file (malloc'd,
- * *len set).  Used by the codec and service sections. */
+/* A float32 tensor of a safetensors request body. */
+struct bench_st_tensor {
+  const char *name;
+  const float *data;
+  int rank;
+  int64_t shape[4];
+};
+/* Serialise n tensors, in that order, as a safetensors file whose
+ * __metadata__["params"] is the JSON text `params` (NULL: "{}") --
+ * malloc'd, *len set; NULL when out of memory or the header would pass
+ * 4 KiB. */
+char *bench_safetensors(const struct bench_st_tensor *t, int n,
+                        const char *params, size_t *len);
+/* q, k, v [1,h,n,d] with no params.  Used by the codec and service
+ * sections. */
 char *bench_safetensors_qkv(const float *q, const float *k, const float *v,
                             int h, int n, int d, size_t *len);
 

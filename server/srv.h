@@ -274,8 +274,10 @@ enum srv_route_flags {
   SRV_ROUTE_PUBLIC = 1,  /* no API key needed (health, metrics, openapi) */
   SRV_ROUTE_BODY = 2,    /* takes a request body (POST) */
   SRV_ROUTE_PNG = 4,     /* may answer image/png (Accept negotiation) */
-  SRV_ROUTE_EARLY = 8    /* may start computing while a safetensors body
+  SRV_ROUTE_EARLY = 8,   /* may start computing while a safetensors body
                           * arrives (its handler honours c->body_avail) */
+  SRV_ROUTE_FINISH = 16  /* its finish runs for every answer, not only
+                          * image/png: it completes the outputs */
 };
 
 struct srv_route {
@@ -283,7 +285,7 @@ struct srv_route {
   const char *path;
   const char *name;      /* metrics label, e.g. "rope" */
   srv_handler_fn prepare; /* validate + jobs + outputs (may do everything) */
-  srv_handler_fn finish;  /* after the jobs ran, or NULL */
+  srv_handler_fn finish;  /* after the jobs of an image/png answer, or NULL */
   unsigned flags;
 };
 
@@ -357,10 +359,33 @@ size_t srv_codec_fmt_f32(char *buf, float v);
 #define SRV_JSON_TXT_F32 16 /* "-1.17549435e-38," */
 #define SRV_JSON_TXT_F64 25 /* "-2.2250738585072014e-308," */
 
-/* PNG heatmap of a [rows, cols] float32 matrix (-inf cells drawn in a
- * distinct colour) with a legend; appends the PNG bytes to out. */
-int srv_codec_png_heatmap(const float *data, int64_t rows, int64_t cols,
-                          const char *title, struct srv_buf *out,
+/* A picture of one or more [rows, cols] float32 tables -- the heads of a
+ * bias table or of attention weights -- on one colour scale.  Rows are
+ * queries, columns keys: row r is drawn at query position row0 + r, column
+ * j at key position j, and the axes say so. */
+struct srv_heatmap {
+  const float *const *panels; /* n tables, each rows x cols, row-major */
+  const int64_t *labels;      /* panel i is titled "head <labels[i]>"; NULL:
+                               * untitled panels */
+  int n;                      /* 1 .. SRV_HEATMAP_MAX_PANELS */
+  int64_t rows, cols;
+  int64_t row0;               /* query position of row 0 */
+  const char *title;          /* above the panels (printable ASCII kept) */
+  int zero_masked;            /* attention weights: a weight of exactly 0
+                               * is a masked key, drawn as masked */
+};
+#define SRV_HEATMAP_MAX_PANELS 64
+/* An upper bound of the RGB pixels' bytes of a picture of n panels, for
+ * budgets: the pixels are bounded whatever the tables' size (large tables
+ * are mean-pooled), and the PNG is smaller still. */
+double srv_codec_png_bound(int n);
+
+/* Draw hm as a PNG and append its bytes to out: the panels as a grid, each
+ * with its own position ticks, square cells (a non-square table keeps its
+ * shape, padded), a viridis colour bar, masked cells (-inf, or 0 with
+ * zero_masked) grey and NaN/+inf magenta.  400 for an empty or malformed hm, 413 when out's
+ * ceiling is too low, 500 when memory runs out. */
+int srv_codec_png_heatmap(const struct srv_heatmap *hm, struct srv_buf *out,
                           struct srv_err *err);
 
 /* A line plot (codec/plot.c): series of (x, y) points against two titled
@@ -435,6 +460,7 @@ int srv_h_rope(struct srv_call *c, struct srv_err *err);
 int srv_h_bias(struct srv_call *c, struct srv_err *err);
 int srv_h_bias_finish(struct srv_call *c, struct srv_err *err);
 int srv_h_attention(struct srv_call *c, struct srv_err *err);
+int srv_h_attention_finish(struct srv_call *c, struct srv_err *err);
 int srv_h_analysis(struct srv_call *c, struct srv_err *err);
 int srv_h_page(struct srv_call *c, struct srv_err *err);
 int srv_h_page_js(struct srv_call *c, struct srv_err *err);

@@ -200,6 +200,34 @@ static int blank(const char *s)
 
 enum body_kind { BODY_JSON, BODY_SAFETENSORS };
 
+/* The magic string that starts every .npy file. */
+static const char NPY_MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+
+/* A .npy body -- by its media type, or by its first bytes whatever the
+ * type says -- is refused with the one line that sends safetensors
+ * instead: a .npy file holds one array, and a request has several fields. */
+static int refuse_npy(const struct srv_call *c, struct srv_err *err)
+{
+  struct media m;
+  const char *ct = c->content_type;
+  int by_type = !blank(ct) && parse_media(ct, ct + strlen(ct), &m) == 0 &&
+                (media_is(&m, "application", "x-npy") ||
+                 media_is(&m, "application", "npy"));
+  int by_bytes = c->body && c->body_len >= sizeof NPY_MAGIC &&
+                 memcmp(c->body, NPY_MAGIC, sizeof NPY_MAGIC) == 0;
+
+  if (!by_type && !by_bytes)
+    return 0;
+  return srv_fail(err, 415, NULL,
+                  "a .npy body is not read (Content-Type \"%.60s\"): send "
+                  "safetensors (Content-Type: application/vnd.safetensors), "
+                  "each array named as its field and the other fields as "
+                  "JSON in __metadata__[\"params\"]; in Python: body = "
+                  "safetensors.numpy.save({\"q\": q, \"k\": k, \"v\": v}, "
+                  "metadata={\"params\": json.dumps({\"causal\": True})})",
+                  blank(ct) ? "none" : ct);
+}
+
 static int classify_content_type(const char *ct, enum body_kind *kind,
                                  struct srv_err *err)
 {
@@ -290,7 +318,8 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
   c->pick = NULL;
   c->codec = NULL;
 
-  if (classify_content_type(c->content_type, &kind, err))
+  if (refuse_npy(c, err) ||
+      classify_content_type(c->content_type, &kind, err))
     return -1;
 
   if (!blank(c->accept) && negotiate(c->accept, png_ok, &c->fmt) != 0) {

@@ -1,6 +1,7 @@
 /* bias.c: POST /v1/bias -- position-bias tables (ALiBi, T5, FIRE, Kerple,
- * none) and T5 buckets, or a PNG heatmap of one head -- and the bias-method
- * parser that the attention route shares for its "bias" object. */
+ * none) and T5 buckets, or a PNG picture of some heads -- and the
+ * bias-method parser that the attention route shares for its "bias"
+ * object. */
 #include "params.h"
 
 #include <stddef.h>
@@ -147,10 +148,11 @@ _Static_assert(sizeof srv_ptab_bias_methods / sizeof srv_ptab_bias_methods[0] ==
 struct bias_req {
   struct ab_bias_params p;
   struct ab_geometry g;
-  int64_t num_heads, q_len, k_len, q_offset, sliding, head;
+  int64_t num_heads, q_len, k_len, q_offset, sliding;
   int causal;
   unsigned ret;
   const json_t *window;
+  struct srv_picture pic;
   float *bias;       /* PNG: the table drawn in finish */
   int32_t *buckets;
 };
@@ -185,9 +187,7 @@ static const struct srv_param bias_common[] = {
     {.name = "return", .type = SRV_PT_ENUMS, .flags = SRV_PF_DEF,
      .def = RET_BIAS, .choices = bias_returns, .off = BR(ret),
      .desc = "which tables to return"},
-    {.name = "head", .type = SRV_PT_INT, .flags = SRV_PF_DEF | SRV_PF_MIN,
-     .def = 0, .min = 0, .off = BR(head),
-     .desc = "the head drawn when Accept is image/png"},
+    SRV_PICTURE_PARAMS(BR(pic)),
 };
 const struct srv_ptable srv_ptab_bias_common = SRV_PTABLE(
     "bias", "attention-bias tables [num_heads, q_len, k_len]", bias_common);
@@ -403,13 +403,12 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
     return srv_fail(err, 400, "/return",
                     "buckets exist only for method t5, not %s",
                     ab_bias_method_name((enum ab_bias_method)method));
-  if (png && rq->head >= rq->num_heads)
-    return srv_fail(err, 400, "/head",
-                    "head %lld does not exist: num_heads is %lld",
-                    (long long)rq->head, (long long)rq->num_heads);
+  if (png && srv_picture_select(&pc, &rq->pic, srv_pbind_seen(&common, "head"),
+                                rq->num_heads, err) != 0)
+    return -1;
 
-  /* Budget before allocating: the tables (and for PNG the picture, about
-   * 3 bytes a cell). */
+  /* Budget before allocating: the tables (for PNG computed whole, then
+   * drawn: the picture's pixels are bounded by the panels' count). */
   cells = (double)rq->q_len * (double)rq->k_len;
   out_bytes = 0;
   if (rq->ret & RET_BIAS)
@@ -418,7 +417,7 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
   if (rq->ret & RET_BUCKETS)
     out_bytes += 4.0 * cells;
   if (png)
-    out_bytes += 3.0 * cells;
+    out_bytes += srv_codec_png_bound(rq->pic.n);
   if (srv_check_budget(c, out_bytes,
                        cells * (double)rq->num_heads *
                            srv_bias_cell_flops((enum ab_bias_method)method),
@@ -463,8 +462,7 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
 int srv_h_bias_finish(struct srv_call *c, struct srv_err *err)
 {
   struct bias_req *rq = c->state;
-  const float *plane;
-  float *conv = NULL;
+  float *conv;
   int64_t cells, i;
   char title[96];
 
@@ -472,22 +470,17 @@ int srv_h_bias_finish(struct srv_call *c, struct srv_err *err)
     return 0;
   cells = rq->q_len * rq->k_len; /* checked in prepare */
   if (rq->bias) {
-    plane = rq->bias + rq->head * cells;
-    snprintf(title, sizeof title, "%s bias, head %lld",
-             ab_bias_method_name(rq->p.method), (long long)rq->head);
-  } else {
-    /* Only buckets were asked for: draw them. */
-    conv = srv_arena_alloc(&c->arena, (size_t)cells * sizeof(float));
-    if (!conv)
-      return srv_fail(err, 500, NULL, "cannot allocate the picture");
-    for (i = 0; i < cells; i++)
-      conv[i] = (float)rq->buckets[i];
-    plane = conv;
-    snprintf(title, sizeof title, "t5 buckets");
+    snprintf(title, sizeof title, "%s bias",
+             ab_bias_method_name(rq->p.method));
+    return srv_picture_draw(c, &rq->pic, rq->bias, 1, rq->q_len, rq->k_len,
+                            rq->g.q_offset, title, 0, err);
   }
-  if (srv_codec_png_heatmap(plane, rq->q_len, rq->k_len, title, &c->custom,
-                            err) != 0)
-    return -1;
-  c->custom_type = "image/png";
-  return 0;
+  /* Only buckets were asked for: draw them (one table for every head). */
+  conv = srv_arena_alloc(&c->arena, (size_t)cells * sizeof(float));
+  if (!conv)
+    return srv_fail(err, 500, NULL, "cannot allocate the picture");
+  for (i = 0; i < cells; i++)
+    conv[i] = (float)rq->buckets[i];
+  return srv_picture_draw(c, &rq->pic, conv, 0, rq->q_len, rq->k_len,
+                          rq->g.q_offset, "t5 buckets", 0, err);
 }

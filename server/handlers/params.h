@@ -310,4 +310,45 @@ int srv_window_parse(const struct srv_pctx *pc, const json_t *window,
  * fit in int64 (they are refused before any exact arithmetic). */
 double srv_numel_d(const struct ab_tensor *t);
 
+/* ======================================================================
+ * pictures (picture.c): the image/png answers of /v1/bias and
+ * /v1/attention -- one head ("head"), or several as a grid ("heads")
+ * ====================================================================== */
+
+/* The members a request's parameter table binds (SRV_PICTURE_PARAMS), and
+ * the heads chosen from them by srv_picture_select. */
+struct srv_picture {
+  int64_t head;        /* "head", default 0 */
+  const json_t *heads; /* "heads" [h, ...] or NULL */
+  const int64_t *sel;  /* the heads to draw (arena), n of them */
+  int n;
+};
+
+/* The table entries of "head" and "heads", for a request struct holding a
+ * struct srv_picture at offset `base`. */
+#define SRV_PICTURE_PARAMS(base)                                               \
+  {.name = "head", .type = SRV_PT_INT, .flags = SRV_PF_DEF | SRV_PF_MIN,       \
+   .def = 0, .min = 0, .off = (base) + offsetof(struct srv_picture, head),     \
+   .desc = "the head drawn when Accept is image/png"},                         \
+  {.name = "heads", .type = SRV_PT_INTS, .flags = SRV_PF_MIN, .min = 0,        \
+   .off = (base) + offsetof(struct srv_picture, heads),                        \
+   .desc = "heads drawn as a grid when Accept is image/png (1 to 64, "         \
+           "instead of head)"}
+
+/* Which heads to draw, of num_heads: "heads" (1 to SRV_HEATMAP_MAX_PANELS,
+ * each < num_heads) or else "head".  has_head: "head" was in the request
+ * (with "heads" too it is a 400).  -1 with err naming the member. */
+int srv_picture_select(const struct srv_pctx *pc, struct srv_picture *pic,
+                       int has_head, int64_t num_heads, struct srv_err *err);
+
+/* Draw the chosen heads of `table` (num_heads planes of [rows, cols],
+ * plane h at table + h*rows*cols) as the call's image/png answer; row 0 is
+ * query position row0.  heads: 0 for a table without a head axis (one
+ * untitled panel).  zero_masked: the table is attention weights, whose
+ * masked keys are the exact zeros. */
+int srv_picture_draw(struct srv_call *c, const struct srv_picture *pic,
+                     const float *table, int heads, int64_t rows,
+                     int64_t cols, int64_t row0, const char *title,
+                     int zero_masked, struct srv_err *err);
+
 #endif /* SRV_PARAMS_H */

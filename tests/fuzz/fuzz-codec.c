@@ -8,7 +8,8 @@
  *   bits 0-1  Content-Type: json, safetensors, absent, json;charset=utf-8
  *   bits 2-4  Accept: one of g_accepts
  *   bit  5    the route may answer image/png
- *   bit  6    also draw the first 2-D tensor as a PNG heatmap
+ *   bit  6    also draw the first 2-D tensor as a PNG heatmap (a 3-D
+ *             one as a grid of its heads)
  *   bit  7    answer in float64 (a float64 tensor of the body is written
  *             back as it came: every bit pattern reaches the formatter)
  * Built by `make fuzz` with clang -fsanitize=fuzzer; standalone.c replays
@@ -80,10 +81,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       f = srv_arena_alloc(&c.arena, (size_t)n * sizeof *f);
       if (!f || ab_tensor_to_f32(&t, f) != AB_STATUS_OK)
         continue;
-      if ((mode & 0x40) && !drew && t.ndim == 2 && n <= PNG_MAX_NUMEL) {
+      if ((mode & 0x40) && !drew && (t.ndim == 2 || t.ndim == 3) &&
+          n <= PNG_MAX_NUMEL) {
+        /* A 2-D tensor as one table, a 3-D one as a grid of its heads. */
+        const float *planes[SRV_HEATMAP_MAX_PANELS];
+        int64_t labels[SRV_HEATMAP_MAX_PANELS], k;
+        struct srv_heatmap hm = {planes, labels, 1, 0, 0, 0, g_paths[i],
+                                 mode & 1};
+        hm.rows = t.shape[t.ndim - 2];
+        hm.cols = t.shape[t.ndim - 1];
+        hm.n = t.ndim == 3 ? (int)(t.shape[0] < SRV_HEATMAP_MAX_PANELS
+                                        ? t.shape[0]
+                                        : SRV_HEATMAP_MAX_PANELS)
+                           : 1;
+        hm.labels = t.ndim == 3 ? labels : NULL;
+        hm.row0 = (int64_t)data[size - 1] - 128;
+        for (k = 0; k < hm.n; k++) {
+          planes[k] = f + k * hm.rows * hm.cols;
+          labels[k] = k;
+        }
         drew = 1;
-        if (srv_codec_png_heatmap(f, t.shape[0], t.shape[1], g_paths[i],
-                                  &c.custom, &err) == 0)
+        if (srv_codec_png_heatmap(&hm, &c.custom, &err) == 0)
           c.custom_type = "image/png";
       }
       if (c.noutputs < SRV_MAX_OUTPUTS) {

@@ -8,7 +8,9 @@
   built libattnbias.a and run; its printed ALiBi slopes and attention rows
   are compared with a float64 numpy reference computed here from the
   arrays in the example's source.
-- The Python client example runs against the test server.
+- The Python client's install commands run as printed (Debian's
+  interpreter, a virtualenv, pip offline) and its example runs with that
+  virtualenv against the test server, saving its figures.
 - Every flag of the configuration table is one the server accepts.
 - The Docker files, checked statically (no Docker engine runs the tests):
   two stages on Debian bookworm, the package lists installed from
@@ -23,6 +25,7 @@ import json
 import math
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -266,20 +269,50 @@ def test_install_and_pkg_config(binary):
 
 
 def test_python_example(server):
-    blocks = code_blocks("python")
-    assert blocks, "README has no Python example"
-    src = blocks[0][1].replace(DEFAULT, server.url)
-    p = subprocess.run([sys.executable, "-c", src], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
-    assert p.returncode == 0, p.stderr[-2000:]
-    out = p.stdout.splitlines()
-    assert out[0].split()[0].startswith("1.1386"), out        # YaRN factor 4
-    assert out[1] == "(1, 8, 256, 64) (1, 8, 256)", out
-    # The planner's YaRN fields for 4k -> 32k.
-    assert out[2] == ("{'rope_type': 'yarn', 'factor': 8.0, "
-                      "'original_max_position_embeddings': 4096, "
-                      "'beta_fast': 32.0, 'beta_slow': 1.0}"), out
-    assert out[3].startswith("400 /rotary_dim "), out
+    """The Python client section as a reader follows it: its install block
+    run as printed (in a directory holding a copy of api/python, so that
+    the build does not write into the source tree), then its example with
+    that virtualenv's python, aimed at the test server; the figures it
+    saves are PNGs of a sensible size."""
+    from PIL import Image
+    section = README_TEXT().split("### Python client", 1)[1].split("\n## ", 1)[0]
+    install = [b for l, b in code_blocks("sh") if "-m venv" in b]
+    assert len(install) == 1 and install[0] in section, "want one install block"
+    cmds = shell_commands(install[0])
+    assert cmds[0].startswith("/usr/bin/python3 -m venv --system-site-packages "), cmds
+    example = [b for l, b in code_blocks("python") if b in section]
+    assert len(example) == 1, "want one Python example in the section"
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(os.path.join(ROOT, "api", "python"), os.path.join(tmp, "api", "python"),
+                        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
+        for cmd in cmds:
+            p = subprocess.run(["bash", "-c", cmd], cwd=tmp, env=env, capture_output=True,
+                               text=True, timeout=600)
+            assert p.returncode == 0, "%s\n%s%s" % (cmd, p.stdout[-2000:], p.stderr[-2000:])
+        python = os.path.join(tmp, ".venv", "bin", "python")
+        src = example[0].replace(DEFAULT, server.url)
+        env = dict(os.environ, MPLBACKEND="agg")
+        env.pop("PYTHONPATH", None)
+        p = subprocess.run([python, "-c", src], cwd=tmp, env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        out = p.stdout.splitlines()
+        assert out[0].split()[0].startswith("1.1386"), out        # YaRN factor 4
+        assert out[1] == "(1, 8, 256, 64) (1, 8, 256)", out
+        assert out[2].startswith("400 /rotary_dim "), out
+        # The planner's YaRN fields for 4k -> 32k.
+        assert out[3] == ("{'rope_type': 'yarn', 'factor': 8.0, "
+                          "'original_max_position_embeddings': 4096, "
+                          "'beta_fast': 32.0, 'beta_slow': 1.0}"), out
+        for name in re.findall(r'savefig\("([^"]+)"\)', src):
+            with Image.open(os.path.join(tmp, name)) as im:
+                assert im.format == "PNG" and 300 <= im.width <= 3000, (name, im.size)
+
+
+def README_TEXT():
+    with open(README, encoding="utf-8") as f:
+        return f.read()
 
 
 def test_configuration_flags(binary, start):

@@ -1265,7 +1265,7 @@ def test_bias_png(server):
                 {"table": np.ones((32, 2), np.float32)}, "safetensors", "png"))
     _png_chunks(r.body)
     bad(call(server, "/v1/bias", dict(req, head=4), resp="png"), "/head")
-    # PNG is only offered by /v1/bias.
+    # PNG is offered by /v1/bias and /v1/attention only.
     r = call(server, "/v1/rope", {"head_dim": 4, "positions": 2}, resp="png")
     assert r.status == 406, r.status
 
@@ -1793,7 +1793,7 @@ VALID = {
     "rope_scaling": {"rope_type": "default"}, "q": _Z(3, 8), "k": _Z(3, 8), "q_offset": 1,
     "k_len": 4, "window": [1, 0], "sliding_window": 2, "slopes": [1.0, 1.0],
     "relative_attention_num_buckets": 32, "scale": 0.5, "kv_lens": [3], "attn_bias": _Z(2, 3),
-    "rope": {}, "bias": {"method": "none"}, "output": "encoding",
+    "rope": {}, "bias": {"method": "none"}, "output": "encoding", "heads": [0],
     ("attention rope", "head_dim"): 4, ("attention rope", "rotary_dim"): 4,
     ("attention rope", "q_positions"): [0, 1], ("attention rope", "k_positions"): [0, 1, 2],
     ("attention rope", "mrope_section"): [1, 1, 0], ("encodings learned", "dim"): 2,

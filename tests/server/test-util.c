@@ -291,10 +291,16 @@ TEST(routes_match_api_md)
     for (j = i + 1; j < n; j++)
       CHECK(strcmp(tab[i].name, tab[j].name) != 0);
   }
-  /* /v1/bias and /v1/analysis answer image/png, the others do not. */
+  /* /v1/bias, /v1/attention and /v1/analysis may answer image/png, and
+   * they draw it in their finish; /v1/analysis's finish also completes its
+   * other answers. */
   CHECK(srv_route_find("POST", "/v1/bias", &e)->flags & SRV_ROUTE_PNG);
+  CHECK(srv_route_find("POST", "/v1/attention", &e)->flags & SRV_ROUTE_PNG);
+  CHECK(srv_route_find("POST", "/v1/attention", &e)->finish != NULL);
   CHECK(srv_route_find("POST", "/v1/analysis", &e)->flags & SRV_ROUTE_PNG);
+  CHECK(srv_route_find("POST", "/v1/analysis", &e)->flags & SRV_ROUTE_FINISH);
   CHECK(!(srv_route_find("POST", "/v1/rope", &e)->flags & SRV_ROUTE_PNG));
+  CHECK(!(srv_route_find("POST", "/v1/encodings", &e)->flags & SRV_ROUTE_PNG));
   return 0;
 }
 
