@@ -181,6 +181,7 @@ def test_analysis(server):
     """client.analysis in both answer forms, against numpy; plot_analysis
     draws every plot of every kind; analysis_png is the server's picture."""
     import io
+    import math
     from attnbias import plot_analysis
     from attnbias.plotting import ANALYSIS_PLOTS as PLOTS
     from matplotlib.figure import Figure
