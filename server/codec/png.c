@@ -70,7 +70,17 @@ static void ramp(double t, unsigned char *rgb)
                                    f * (g_viridis[i + 1][k] - g_viridis[i][k]));
 }
 
-/* Text left to right (raster.c draws every picture's). */
+/* The drawing of every picture is raster.c's; these keep its names short
+ * here. */
+static void fill_rect(struct srv_image *im, int x, int y, int w, int h,
+                      const unsigned char *rgb)
+{
+  srv_codec__fill_rect(im, x, y, w, h, rgb);
+}
+
+static int text_w(const char *s) { return srv_codec__text_w(s); }
+
+/* Text left to right. */
 static void draw_text(struct srv_image *im, int x, int y, const char *s)
 {
   srv_codec__text(im, x, y, s, 0);
@@ -280,10 +290,10 @@ static void plan(const struct srv_heatmap *hm, const char *title,
                                    : L->bar_y + L->bar_h)) / 2;
   L->swatch_y = bottom + MARGIN;
   L->h = (swatches ? L->swatch_y + GLYPH_H : bottom) + MARGIN;
-  label_w = srv_codec__text_w(hi_s) > srv_codec__text_w(lo_s) ? srv_codec__text_w(hi_s) : srv_codec__text_w(lo_s);
+  label_w = text_w(hi_s) > text_w(lo_s) ? text_w(hi_s) : text_w(lo_s);
   L->w = L->bar_x + BAR_W + 8 + label_w + MARGIN;
-  if (L->w < 2 * MARGIN + srv_codec__text_w(title))
-    L->w = 2 * MARGIN + srv_codec__text_w(title);
+  if (L->w < 2 * MARGIN + text_w(title))
+    L->w = 2 * MARGIN + text_w(title);
 }
 
 /* ======================================================================
@@ -303,10 +313,10 @@ static void draw_panel(struct srv_image *im, const struct layout *L,
 
   if (hm->labels) {
     snprintf(s, sizeof s, "head %lld", (long long)hm->labels[i]);
-    draw_text(im, px + (L->pw - srv_codec__text_w(s)) / 2, gy, s);
+    draw_text(im, px + (L->pw - text_w(s)) / 2, gy, s);
   }
   /* The cells, inside a thin frame. */
-  srv_codec__fill_rect(im, px - 1, py - 1, L->pw + 2, L->ph + 2, g_ink);
+  fill_rect(im, px - 1, py - 1, L->pw + 2, L->ph + 2, g_ink);
   for (y = 0; y < L->oh; y++)
     for (x = 0; x < L->ow; x++) {
       size_t c = base + (size_t)y * (size_t)L->ow + (size_t)x;
@@ -316,23 +326,23 @@ static void draw_panel(struct srv_image *im, const struct layout *L,
              rgb);
       else
         memcpy(rgb, p->flags[c] & 1 ? g_masked : g_invalid, 3);
-      srv_codec__fill_rect(im, px + x * L->cell, py + y * L->cell, L->cell, L->cell,
+      fill_rect(im, px + x * L->cell, py + y * L->cell, L->cell, L->cell,
                 rgb);
     }
   /* Ticks at the middle of the cell of their position. */
   for (t = 0; t < L->xt.n; t++) {
     int tx = px + (int)((L->xt.v[t] + 0.5) * L->pw / (double)hm->cols);
     snprintf(s, sizeof s, "%lld", (long long)L->xt.v[t]);
-    srv_codec__fill_rect(im, tx, py + L->ph + 1, 1, TICK_LEN, g_ink);
-    draw_text(im, tx - srv_codec__text_w(s) / 2 + FONT_SCALE / 2,
+    fill_rect(im, tx, py + L->ph + 1, 1, TICK_LEN, g_ink);
+    draw_text(im, tx - text_w(s) / 2 + FONT_SCALE / 2,
               py + L->ph + 1 + TICK_LEN + 3, s);
   }
   for (t = 0; t < L->yt.n; t++) {
     int ty = py + (int)((L->yt.v[t] - hm->row0 + 0.5) * L->ph /
                         (double)hm->rows);
     snprintf(s, sizeof s, "%lld", (long long)L->yt.v[t]);
-    srv_codec__fill_rect(im, px - 1 - TICK_LEN, ty, TICK_LEN, 1, g_ink);
-    draw_text(im, px - 1 - TICK_LEN - 3 - srv_codec__text_w(s) + FONT_SCALE,
+    fill_rect(im, px - 1 - TICK_LEN, ty, TICK_LEN, 1, g_ink);
+    draw_text(im, px - 1 - TICK_LEN - 3 - text_w(s) + FONT_SCALE,
               ty - GLYPH_H / 2, s);
   }
 }
@@ -346,10 +356,10 @@ static void draw_legend(struct srv_image *im, const struct layout *L,
   unsigned char rgb[3];
 
   /* The ramp from max (top) to min (bottom), labelled. */
-  srv_codec__fill_rect(im, L->bar_x - 1, top - 1, BAR_W + 2, L->bar_h + 2, g_ink);
+  fill_rect(im, L->bar_x - 1, top - 1, BAR_W + 2, L->bar_h + 2, g_ink);
   for (y = 0; y < L->bar_h; y++) {
     ramp(L->bar_h > 1 ? 1.0 - (double)y / (L->bar_h - 1) : 0.5, rgb);
-    srv_codec__fill_rect(im, L->bar_x, top + y, BAR_W, 1, rgb);
+    fill_rect(im, L->bar_x, top + y, BAR_W, 1, rgb);
   }
   draw_text(im, L->bar_x + BAR_W + 8, top, hi_s);
   draw_text(im, L->bar_x + BAR_W + 8, top + L->bar_h - GLYPH_H, lo_s);
@@ -358,12 +368,12 @@ static void draw_legend(struct srv_image *im, const struct layout *L,
   x = L->grid_x;
   y = L->swatch_y;
   if (p->any_masked) {
-    srv_codec__fill_rect(im, x, y, GLYPH_H, GLYPH_H, g_masked);
+    fill_rect(im, x, y, GLYPH_H, GLYPH_H, g_masked);
     draw_text(im, x + GLYPH_H + 6, y, masked);
-    x += GLYPH_H + 6 + srv_codec__text_w(masked) + 2 * MARGIN;
+    x += GLYPH_H + 6 + text_w(masked) + 2 * MARGIN;
   }
   if (p->any_invalid) {
-    srv_codec__fill_rect(im, x, y, GLYPH_H, GLYPH_H, g_invalid);
+    fill_rect(im, x, y, GLYPH_H, GLYPH_H, g_invalid);
     draw_text(im, x + GLYPH_H + 6, y, "nan/+inf");
   }
 }
@@ -374,9 +384,10 @@ static void draw_axis_titles(struct srv_image *im, const struct layout *L)
 {
   int grid_w = L->gcols * L->col_w - GAP;
 
-  draw_text(im, L->grid_x + (grid_w - srv_codec__text_w(X_LABEL)) / 2, L->xtitle_y,
+  draw_text(im, L->grid_x + (grid_w - text_w(X_LABEL)) / 2, L->xtitle_y,
             X_LABEL);
-  srv_codec__text(im, MARGIN, L->ytitle_mid + srv_codec__text_w(Y_LABEL) / 2, Y_LABEL, 1);
+  srv_codec__text(im, MARGIN, L->ytitle_mid + text_w(Y_LABEL) / 2, Y_LABEL,
+                  1);
 }
 
 double srv_codec_png_bound(int n)

@@ -170,8 +170,10 @@ void srv_codec__line(struct srv_image *im, double x0, double y0, double x1,
    * that joined segments make a smooth polyline. */
   const double r = width / 2.0, dx = x1 - x0, dy = y1 - y0;
   const double len2 = dx * dx + dy * dy;
-  int xa = (int)floor(fmin(x0, x1) - r - 1), xb = (int)ceil(fmax(x0, x1) + r + 1);
-  int ya = (int)floor(fmin(y0, y1) - r - 1), yb = (int)ceil(fmax(y0, y1) + r + 1);
+  int xa = (int)floor(fmin(x0, x1) - r - 1);
+  int xb = (int)ceil(fmax(x0, x1) + r + 1);
+  int ya = (int)floor(fmin(y0, y1) - r - 1);
+  int yb = (int)ceil(fmax(y0, y1) + r + 1);
   int x, y;
 
   if (!isfinite(len2))

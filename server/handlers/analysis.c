@@ -733,7 +733,8 @@ static int draw_rope(struct srv_call *c, struct analysis_req *rq,
 {
   struct srv_plot_series *ser;
   struct srv_plot_mark *mk;
-  const int scaled = rq->kind == KIND_ROPE && rq->cfg.p.rope_type != AB_ROPE_DEFAULT;
+  const int scaled =
+      rq->kind == KIND_ROPE && rq->cfg.p.rope_type != AB_ROPE_DEFAULT;
   const char *type = ab_rope_type_name(rq->cfg.p.rope_type);
   int64_t r, i;
   int n = 0;
@@ -889,8 +890,8 @@ static int draw_bias(struct srv_call *c, struct analysis_req *rq,
   return 0;
 }
 
-static int srv_analysis_draw(struct srv_call *c, struct analysis_req *rq,
-                             struct srv_err *err)
+static int draw(struct srv_call *c, struct analysis_req *rq,
+                struct srv_err *err)
 {
   struct srv_plot pl;
 
@@ -940,5 +941,5 @@ int srv_h_analysis_finish(struct srv_call *c, struct srv_err *err)
     bias_finish(rq);
   if (c->fmt != SRV_FMT_PNG)
     return 0;
-  return srv_analysis_draw(c, rq, err);
+  return draw(c, rq, err);
 }

@@ -520,6 +520,22 @@ static int check_auth(struct MHD_Connection *conn, struct srv_err *err)
  * The access handler
  * --------------------------------------------------------------------- */
 
+/* URL unescaping (MHD_OPTION_UNESCAPE_CALLBACK): libmicrohttpd's own, except
+ * that a URL holding %00 is left as sent.  Decoded, the NUL would end the
+ * path the handlers see early -- "/healthz%00x" read as "/healthz", "/%00"
+ * as the explorer page -- so such a URL matches no route (404) instead. */
+static size_t unescape_url(void *cls, struct MHD_Connection *conn, char *s)
+{
+  const char *p;
+
+  (void)cls;
+  (void)conn;
+  for (p = s; *p; p++)
+    if (p[0] == '%' && p[1] == '0' && p[2] == '0')
+      return strlen(s);
+  return MHD_http_unescape(s);
+}
+
 /* First call for a request: the headers are in, no byte of the body has
  * been read.  Every refusal happens here, before the body is read (with
  * Connection: close when a body follows, else MHD would read it all). */
@@ -1073,6 +1089,7 @@ int srv_http_start(void)
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv_cfg.max_connections,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, SRV_MHD_CONN_MEMORY,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+      MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
       MHD_OPTION_END);
   if (ai)
     freeaddrinfo(ai);
