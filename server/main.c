@@ -58,8 +58,11 @@ static int wait_idle(const sigset_t *set, double secs)
   int left;
 
   /* A call whose client went away still runs on the pool until it sees
-   * it (srv_call.cancel): count it too, so the drain deadline holds. */
-  while ((left = srv_http_inflight() + srv_work_busy()) > 0) {
+   * it (srv_call.cancel): count it too, so the drain deadline holds.  So
+   * do refused connections still lingering (at most --linger-s): their
+   * clients, still sending, get the 503 rather than a reset. */
+  while ((left = srv_http_inflight() + srv_work_busy() +
+                 srv_http_lingering()) > 0) {
     double rest = deadline - mono_s();
     int sig;
 

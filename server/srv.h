@@ -132,6 +132,14 @@ struct srv_config {
   char tls_key[1024];      /* its PEM private key */
   char tls_ca[1024];       /* PEM CA(s) --healthcheck verifies the server
                             * with; "" : the certificate tls_cert itself */
+  /* Connection bounds (http/guard.c and libmicrohttpd). */
+  double header_timeout_s; /* headers complete within this of accept */
+  double body_grace_s;     /* then a body must keep body_min_rate_kb */
+  double body_min_rate_kb; /* KiB/s on average */
+  double linger_s;         /* lingering close: at most this long, */
+  double linger_mb;        /* this many MiB read and dropped, */
+  int linger_max;          /* this many sockets at a time */
+  int max_connections_per_ip;
 };
 extern struct srv_config srv_cfg;
 
@@ -169,6 +177,7 @@ struct srv_output {
 
 struct srv_route;
 struct srv_stream; /* http/call.c */
+struct srv_cfg_trace; /* handlers/config-apply.c */
 
 /* Bytes of a response sent from where they lie (see srv_call.resp_seg). */
 struct srv_seg {
@@ -217,6 +226,16 @@ struct srv_call {
   /* Unknown request fields, for X-Attnbias-Ignored: names separated by
    * commas, ready for the header (srv_call_ignore). */
   struct srv_buf ignored;
+  /* Prefer: handling=strict (RFC 7240): unknown fields are a 400, and the
+   * answer says Preference-Applied; strict_first is the first unknown
+   * field's pointer. */
+  int strict;
+  char strict_first[192];
+  /* What a model config filled in (srv_config_apply): where each filled
+   * field came from, and the X-Attnbias-Config-Used, -Upstream and -Layer
+   * header values ("" when no config was used). */
+  struct srv_cfg_trace *cfg;
+  char cfg_used[1024], cfg_upstream[512], cfg_layer[64];
 
   /* ---- response: set by srv_codec_encode or the error path ---- */
   int status;
@@ -256,6 +275,11 @@ struct srv_call {
    * body); the codec must not read past them. */
   size_t body_avail;
 };
+
+/* Whether a Prefer header value asks for handling=strict (RFC 7240: the
+ * first "handling" preference counts; names and values are
+ * case-insensitive; parameters after ';' are skipped).  (util/prefer.c) */
+int srv_prefer_strict(const char *value);
 
 /* Add the field at a JSON pointer to c->ignored, by name: the pointer's
  * tokens joined by dots ("/rope/rope_scaling/odd" -> rope.rope_scaling.odd,
@@ -308,6 +332,12 @@ int srv_route_path_index(const char *path);
  * acceptable is offered), and read the generic output options "encoding",
  * "output_dtype", "output". */
 int srv_codec_decode_request(struct srv_call *c, struct srv_err *err);
+/* The checks of srv_codec_decode_request that the headers alone decide
+ * (415 for Content-Type, 406 for Accept), for refusing before the body is
+ * read.  Returns 0, or -1 with err set. */
+int srv_codec_check_media(const struct srv_route *route,
+                          const char *content_type, const char *accept,
+                          struct srv_err *err);
 
 /* Find the tensor named by the dotted path ("q", "bias.table",
  * "bias.layers.0.weight"): first among the safetensors tensors, else in the
@@ -466,6 +496,20 @@ int srv_h_page(struct srv_call *c, struct srv_err *err);
 int srv_h_page_js(struct srv_call *c, struct srv_err *err);
 int srv_h_page_css(struct srv_call *c, struct srv_err *err);
 int srv_h_analysis_finish(struct srv_call *c, struct srv_err *err);
+int srv_h_models(struct srv_call *c, struct srv_err *err);
+
+/* A model's config on a POST route (handlers/config-apply.c, docs/models.md):
+ * before the handler runs, "model", "config", "layer" and the Hugging Face
+ * keys given at the top level fill the route's own fields that the request
+ * does not give.  0, or -1 with err (a 400 naming the config key). */
+int srv_config_apply(struct srv_call *c, struct srv_err *err);
+/* An error in a field the config filled in names the config key instead
+ * (field and detail rewritten); others are left alone. */
+void srv_config_blame(const struct srv_call *c, struct srv_err *err);
+/* The pointer to report for request pointer ptr: the config key's when the
+ * config filled that field in (into buf), else ptr itself. */
+const char *srv_config_pointer(const struct srv_call *c, const char *ptr,
+                               char *buf, size_t cap);
 
 /* ======================================================================
  * work/: the pool

@@ -876,6 +876,23 @@ double srv_out_bytes(const struct srv_call *c, double numel)
   return sent;
 }
 
+int srv_reply_json(struct srv_call *c, json_t *root, const char *what,
+                   struct srv_err *err)
+{
+  char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+  int rc;
+
+  json_decref(root);
+  if (!text)
+    return srv_fail(err, 500, NULL, "out of memory building %s", what);
+  rc = srv_buf_append(&c->custom, text, strlen(text));
+  free(text);
+  if (rc != 0)
+    return srv_fail(err, 500, NULL, "out of memory sending %s", what);
+  c->custom_type = "application/json";
+  return 0;
+}
+
 double srv_numel_d(const struct ab_tensor *t)
 {
   double n = 1;

@@ -306,6 +306,11 @@ int srv_window_parse(const struct srv_pctx *pc, const json_t *window,
                      int64_t sliding, int has_sliding, int64_t *left,
                      int64_t *right, struct srv_err *err);
 
+/* A handler's whole answer as compact JSON (c->custom, application/json);
+ * takes root (may be NULL: out of memory).  `what` names it in errors. */
+int srv_reply_json(struct srv_call *c, json_t *root, const char *what,
+                   struct srv_err *err);
+
 /* Element count of a tensor as a double: budgets compare sizes that may not
  * fit in int64 (they are refused before any exact arithmetic). */
 double srv_numel_d(const struct ab_tensor *t);

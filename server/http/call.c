@@ -117,8 +117,8 @@ void srv_call_ignore(struct srv_call *c, const char *pointer)
 {
   static const char hex[] = "0123456789ABCDEF";
   struct srv_buf *b = &c->ignored;
-  char name[3 * 256 + 8];
-  const char *p = pointer;
+  char name[3 * 256 + 8], where[192];
+  const char *p;
   size_t n = 0;
 
   if (b->len >= IGNORED_MAX) {
@@ -127,6 +127,11 @@ void srv_call_ignore(struct srv_call *c, const char *pointer)
       srv_buf_append(b, ",...", 4);
     return;
   }
+  /* A field a model config filled in is named by its config key. */
+  pointer = srv_config_pointer(c, pointer, where, sizeof where);
+  p = pointer;
+  if (c->strict && !c->strict_first[0])
+    srv_strcpy(c->strict_first, sizeof c->strict_first, pointer);
   if (*p == '/')
     p++;
   for (; *p && n + 4 < sizeof name; p++) {
@@ -318,6 +323,15 @@ static size_t parse_budget(void)
   return srv_jsonmem_request_cap((size_t)bytes);
 }
 
+/* Prefer: handling=strict and fields nobody read: a 400 naming each (the
+ * first as the field; the same list goes out as X-Attnbias-Ignored). */
+static void strict_refusal(const struct srv_call *c, struct srv_err *err)
+{
+  srv_fail(err, 400, c->strict_first,
+           "unknown fields, refused under Prefer: handling=strict: %.400s",
+           c->ignored.data);
+}
+
 int srv_call_prepare(struct srv_call *c)
 {
   struct srv_err err;
@@ -351,9 +365,16 @@ int srv_call_prepare(struct srv_call *c)
       goto fail;
     }
   }
+  if ((c->route->flags & SRV_ROUTE_BODY) && srv_config_apply(c, &err) != 0)
+    goto fail;
   if (c->route->prepare(c, &err) != 0) {
     if (err.http == 413 && !c->body_avail)
       srv_metrics_reject(SRV_REJECT_OVER_BUDGET);
+    srv_config_blame(c, &err);
+    goto fail;
+  }
+  if (c->strict && c->ignored.len) {
+    strict_refusal(c, &err);
     goto fail;
   }
   c->ts.prepared = srv_now_ns();

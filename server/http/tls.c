@@ -291,19 +291,14 @@ void srv_tls_stop(void)
  * The daemon's side
  * --------------------------------------------------------------------- */
 
-/* A connection was accepted or closed (after its TLS session was freed). */
-static void on_connection(void *cls, struct MHD_Connection *conn,
-                          void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
+void *srv_tls_conn_acquire(void)
 {
-  (void)cls;
-  (void)conn;
-  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-    *socket_context = set_acquire();
-  } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-    set_release(*socket_context);
-    *socket_context = NULL;
-  }
+  return srv_tls_enabled() ? set_acquire() : NULL;
+}
+
+void srv_tls_conn_release(void *set)
+{
+  set_release(set);
 }
 
 /* GnuTLS asks for the certificate of a handshake: the set its connection
@@ -327,7 +322,7 @@ static int on_certificate(gnutls_session_t session,
   ci = conn ? MHD_get_connection_info(conn,
                                       MHD_CONNECTION_INFO_SOCKET_CONTEXT)
             : NULL;
-  s = ci ? ci->socket_context : NULL;
+  s = ci ? srv_conn_tls(ci->socket_context) : NULL;
   if (!s)
     return -1; /* the handshake fails; the connection is closed */
   *pcert = s->certs;
@@ -342,8 +337,5 @@ void srv_tls_daemon_options(struct MHD_OptionItem *items)
                                      (void *)on_certificate};
   items[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
                                      (void *)srv_tls_priorities};
-  /* Two-pointer options carry the function in `value`. */
-  items[2] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION,
-                                     (intptr_t)on_connection, NULL};
-  items[3] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+  items[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 }

@@ -15,6 +15,9 @@
 
 struct srv_config srv_cfg;
 
+/* --linger-mb is at least the body cap plus this many MiB. */
+#define LINGER_OVER_CAP_MB 8
+
 enum opt_type {
   OPT_STR,
   OPT_PATH,
@@ -65,6 +68,29 @@ static const struct opt g_opts[] = {
      "idle connection timeout in seconds (default 30)"},
     {"max-connections", OPT_INT, OFF(max_connections), 1, 1000000, 0,
      "open connections; more wait in the accept queue (default 1024)"},
+    {"max-connections-per-ip", OPT_INT, OFF(max_connections_per_ip), 1,
+     1000000, 0,
+     "connections one client address may hold; more are closed at accept "
+     "(default 512; not applied on --unix-socket)"},
+    {"header-timeout-s", OPT_NUM, OFF(header_timeout_s), 0, 86400, 1,
+     "a request's headers must be complete this long after the connection "
+     "opened (after --timeout-s of idling on a kept-alive one), else it is "
+     "closed (default 10)"},
+    {"body-grace-s", OPT_NUM, OFF(body_grace_s), 0, 86400, 0,
+     "after this long a request body must keep --body-min-rate-kb on "
+     "average, else its connection is closed (default 10)"},
+    {"body-min-rate-kb", OPT_NUM, OFF(body_min_rate_kb), 0, 1048576, 1,
+     "the minimum average rate of a request body after --body-grace-s, "
+     "KiB/s (default 64)"},
+    {"linger-s", OPT_NUM, OFF(linger_s), 0, 3600, 1,
+     "a connection answered while its body still comes reads and drops "
+     "the rest for at most this long before it closes (default 5)"},
+    {"linger-mb", OPT_NUM, OFF(linger_mb), 0, 1048576 + 8, 1,
+     "lingering reads and drops at most this many MiB; at least "
+     "--max-body-mb + 8 (default --max-body-mb + 8)"},
+    {"linger-max", OPT_INT, OFF(linger_max), 1, 1000000, 0,
+     "connections lingering at a time; one more ends the oldest's "
+     "(default 128)"},
     {"drain-s", OPT_NUM, OFF(drain_s), 0, 86400, 0,
      "on SIGTERM/SIGINT, seconds to finish open requests (default 30)"},
     {"api-key-file", OPT_KEYFILE, OFF(api_key), 0, 0, 0,
@@ -308,6 +334,13 @@ static void defaults(struct srv_config *cfg)
   cfg->max_connections = 1024;
   cfg->drain_s = 30;
   cfg->unix_socket_mode = -1; /* the umask decides */
+  cfg->max_connections_per_ip = 512;
+  cfg->header_timeout_s = 10;
+  cfg->body_grace_s = 10;
+  cfg->body_min_rate_kb = 64;
+  cfg->linger_s = 5;
+  cfg->linger_mb = 0; /* resolved after parsing: max_body_mb + 8 */
+  cfg->linger_max = 128;
 }
 
 int srv_config_load(struct srv_config *cfg, int argc, char **argv,
@@ -394,6 +427,18 @@ int srv_config_load(struct srv_config *cfg, int argc, char **argv,
                  "--tls-cert: the CA is for --healthcheck against an HTTPS "
                  "server",
                  cfg->tls_ca);
+  /* A client that sends a whole refused body before it reads gets the
+   * answer if lingering reads that body: any body within the cap, and one
+   * over it by up to 8 MiB. */
+  if (cfg->linger_mb == 0)
+    cfg->linger_mb = cfg->max_body_mb + LINGER_OVER_CAP_MB;
+  else if (cfg->linger_mb < cfg->max_body_mb + LINGER_OVER_CAP_MB)
+    return failf(msg, msgcap,
+                 "--linger-mb (ATTNBIAS_LINGER_MB) %g is less than "
+                 "--max-body-mb %g + %d: a client sending a refused body "
+                 "within the cap before it reads would get a reset instead "
+                 "of the answer",
+                 cfg->linger_mb, cfg->max_body_mb, LINGER_OVER_CAP_MB);
   if (cfg->threads == 0)
     cfg->threads = srv_config_cpus();
   if (cfg->threads > 1024)
@@ -421,6 +466,6 @@ void srv_config_usage(FILE *out)
     char left[40];
     snprintf(left, sizeof left, "--%s%s", g_opts[i].name,
              g_opts[i].type == OPT_ACTION ? "" : " V");
-    fprintf(out, "  %-22s %s\n", left, g_opts[i].help);
+    fprintf(out, "  %-26s %s\n", left, g_opts[i].help);
   }
 }

@@ -146,10 +146,12 @@ class Server:
         if "--unix-socket" not in args:
             args = ["--host", "127.0.0.1", "--port", "0"] + args
         # Under valgrind the server runs ~50x slower, its own clock does
-        # not: its default --timeout-s (and the upload rate rule after it)
-        # would cut uploads that only valgrind made slow.
-        if VALGRIND and not any(a.startswith("--timeout-s") for a in args):
-            args = args + ["--timeout-s", "%g" % (30 * SLOW)]
+        # not: its default deadlines (idle, headers, the body rate rule,
+        # lingering) would cut what only valgrind made slow.
+        for flag, default in (("--timeout-s", 30), ("--header-timeout-s", 10),
+                              ("--body-grace-s", 10), ("--linger-s", 5)):
+            if VALGRIND and not any(a.startswith(flag) for a in args):
+                args = args + [flag, "%g" % (default * SLOW)]
         self.args = args
         full_env = dict(os.environ)
         full_env.update(env or {})

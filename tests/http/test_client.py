@@ -417,10 +417,10 @@ def test_api_key(start):
 
 def test_body_over_the_cap_raises_413(start):
     """A notebook sending more than --max-body-mb gets AttnbiasError 413
-    with the server's explanation, not a broken pipe: within the cap plus
-    64 MiB the server reads and drops the body and answers; past that it
-    answers at once and cuts the connection, and the client reads the
-    answer waiting on it.  The same client then goes on working."""
+    with the server's explanation, not a broken pipe: the server answers
+    with the headers, reads and drops up to the cap + 8 MiB (--linger-mb)
+    and then cuts the connection, and the client reads the answer waiting
+    on it.  The same client then goes on working."""
     srv = start("--max-body-mb", "1")
     ab = Client(srv.url)
     for n in (2048, 2048 * 8):  # q, k, v of [1, 4, n, 128]: 12 MiB, 96 MiB

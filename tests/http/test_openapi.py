@@ -718,6 +718,12 @@ def test_catalog_matches_request_schemas(server):
          params(an["bias_parameters"], *[m["parameters"] for m in bias["methods"]])),
     ]
     output = {p["name"] for p in cat["output_options"]}
+    # A model's config (model, config, layer): every POST route reads it.
+    config = {p["name"] for p in cat["config_options"]}
+    cfg_props, _ = schema_properties(doc, {"$ref": "#/components/schemas/ModelConfigOptions"})
+    for cp in cat["config_options"]:
+        check_catalog_param(doc, cp, cfg_props[cp["name"]][0], "ModelConfigOptions." + cp["name"])
+    output |= config
     out_props, _ = schema_properties(doc, {"$ref": "#/components/schemas/OutputOptions"})
     for cp in cat["output_options"]:
         check_catalog_param(doc, cp, out_props[cp["name"]][0], "OutputOptions." + cp["name"])

@@ -222,6 +222,8 @@ REQUESTS = {
     ("GET", "/metrics"): (None, lambda b: b"attnbias_requests_total" in b),
     ("GET", "/openapi.yaml"): (None, lambda b: b"\nopenapi: 3." in b),
     ("GET", "/v1/methods"): (None, lambda b: "alibi" in json.dumps(json.loads(b))),
+    ("GET", "/v1/models"): (None, lambda b: any(p["name"] == "llama-3.1-8b"
+                                                for p in json.loads(b)["presets"])),
     ("POST", "/v1/encodings"): (
         {"method": "sinusoidal", "positions": 3, "dim": 4},
         lambda b: np.testing.assert_allclose(tensor(json.loads(b)["encoding"]),

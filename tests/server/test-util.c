@@ -257,7 +257,8 @@ static const struct {
 } g_api_routes[] = {
     {"GET", "/healthz", 1},       {"GET", "/readyz", 1},
     {"GET", "/metrics", 1},       {"GET", "/openapi.yaml", 1},
-    {"GET", "/v1/methods", 0},    {"POST", "/v1/encodings", 0},
+    {"GET", "/v1/methods", 0},    {"GET", "/v1/models", 0},
+    {"POST", "/v1/encodings", 0},
     {"POST", "/v1/rope", 0},      {"POST", "/v1/bias", 0},
     {"POST", "/v1/attention", 0}, {"POST", "/v1/analysis", 0},
     {"GET", "/", 1},              {"GET", "/explorer.js", 1},
@@ -365,6 +366,34 @@ TEST(config_defaults)
   CHECK_STR(cfg.api_key, "");
   CHECK_EQ_I64(cfg.threads, srv_config_cpus());
   CHECK(cfg.threads >= 1 && cfg.http_threads >= 2);
+  /* Connection bounds (README, "Limits and slow clients"). */
+  CHECK_EQ_I64(cfg.max_connections_per_ip, 512);
+  CHECK(cfg.header_timeout_s == 10 && cfg.body_grace_s == 10);
+  CHECK(cfg.body_min_rate_kb == 64 && cfg.linger_s == 5);
+  CHECK(cfg.linger_mb == 256 + 8); /* --max-body-mb + 8 */
+  CHECK_EQ_I64(cfg.linger_max, 128);
+  return 0;
+}
+
+TEST(config_linger_mb_follows_the_body_cap)
+{
+  struct srv_config cfg;
+  enum srv_action act;
+  char msg[256];
+  const char *follows[] = {"attnbiasd", "--max-body-mb", "1000"};
+  const char *given[] = {"attnbiasd", "--max-body-mb", "1", "--linger-mb",
+                         "9"};
+  const char *under[] = {"attnbiasd", "--max-body-mb", "1", "--linger-mb",
+                         "8.5"};
+
+  CHECK_EQ_I64(load(&cfg, &act, msg, sizeof msg, 3, follows), 0);
+  CHECK(cfg.linger_mb == 1008);
+  CHECK_EQ_I64(load(&cfg, &act, msg, sizeof msg, 5, given), 0);
+  CHECK(cfg.linger_mb == 9);
+  /* Under the cap + 8 MiB a client sending a refused body within the cap
+   * before it reads could get a reset: refused, naming both flags. */
+  CHECK_EQ_I64(load(&cfg, &act, msg, sizeof msg, 5, under), -1);
+  CHECK(strstr(msg, "--linger-mb") && strstr(msg, "--max-body-mb"));
   return 0;
 }
 
@@ -400,6 +429,9 @@ TEST(config_rejects_bad_values_naming_the_flag)
       {"--max-body-mb", "0"},    {"--max-body-mb", "nan"},
       {"--timeout-s", "inf"},    {"--max-connections", ""},
       {"--drain-s", "-2"},       {"--host", ""},
+      {"--header-timeout-s", "0"}, {"--body-grace-s", "-1"},
+      {"--body-min-rate-kb", "0"}, {"--linger-s", "0"},
+      {"--linger-max", "0"},     {"--max-connections-per-ip", "0"},
       {"--api-key-file", "/nonexistent/attnbias-key"},
   };
   struct srv_config cfg;

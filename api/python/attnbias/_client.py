@@ -350,11 +350,13 @@ class Client:
                 try:
                     conn.request(method, self._prefix + path, body=body, headers=hdrs)
                 except (BrokenPipeError, ConnectionResetError):
-                    # A body far over the server's cap is refused with its
-                    # headers and the connection cut before the body is
-                    # read: the answer (413) is waiting to be read.  On a
-                    # connection closed while idle there is none, and
-                    # getresponse raises what leads to the retry below.
+                    # A refused body (a 413 over the server's cap, ...) is
+                    # answered with its headers; the server drains the
+                    # rest within its lingering bounds and cuts a body
+                    # larger or slower than those: the answer is waiting
+                    # to be read.  On a connection closed while idle there
+                    # is none, and getresponse raises what leads to the
+                    # retry below.
                     pass
                 resp = conn.getresponse()
                 data = resp.read()

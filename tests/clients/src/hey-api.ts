@@ -41,6 +41,13 @@ await check("methods", async () => {
   assert(data.attention.bias.parameters.some((p) => p.name === "method"), "attention bias parameters");
 });
 
+await check("models", async () => {
+  const { data } = await sdk.models();
+  assert(data !== undefined, "no catalog");
+  lib.checkModels(data);
+  lib.same(data, JSON.parse(await lib.directText(url, "/v1/models")), "client vs fetch");
+});
+
 await check("encodings (binary)", async () => {
   const body = copy(req.binary);
   const { data } = await sdk.encodings({ body });

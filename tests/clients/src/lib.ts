@@ -427,6 +427,22 @@ export function checkCatalog(c: { version: string; rope: { route: string; rope_t
     assert(c.rope.rope_types.some((x) => x.name === t), `rope_types lacks ${t}`);
 }
 
+/** The model catalog: Llama 3.1's preset as published (rope_theta 500000,
+ * llama3 scaling by 8), and rope_theta a key the server honours. */
+export function checkModels(m: {
+  families: { model_type: string; presets: string[] }[];
+  presets: { name: string; family: string; config: { [key: string]: unknown } }[];
+  keys: { key: string; class: string }[];
+}): void {
+  const llama = m.presets.find((p) => p.name === "llama-3.1-8b");
+  assert(llama !== undefined, "no llama-3.1-8b preset");
+  assert(llama.config.rope_theta === 500000, `rope_theta ${String(llama.config.rope_theta)}`);
+  const scaling = llama.config.rope_scaling as { rope_type?: string; factor?: number } | undefined;
+  assert(scaling?.rope_type === "llama3" && scaling.factor === 8, "llama3 scaling by 8");
+  assert(m.families.some((f) => f.model_type === llama.family && f.presets.includes(llama.name)), "its family");
+  assert(m.keys.some((k) => k.key === "rope_theta" && k.class === "honoured"), "rope_theta honoured");
+}
+
 /** A problem+json answer of the given status. */
 export function checkProblem(p: { status: number; type: string; detail: string; error: string; field?: string } | undefined,
   status: number, field?: string): void {

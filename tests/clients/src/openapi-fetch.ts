@@ -45,6 +45,13 @@ await check("GET /v1/methods", async () => {
   for (const p of data.rope.parameters) assert(typeof p.required === "boolean" && p.description, p.name);
 });
 
+await check("GET /v1/models", async () => {
+  const { data } = await api.GET("/v1/models");
+  assert(data !== undefined, "no catalog");
+  lib.checkModels(data);
+  lib.same(data, JSON.parse(await lib.directText(url, "/v1/models")), "client vs fetch");
+});
+
 await check("POST /v1/encodings (binary)", async () => {
   const body = copy(req.binary);
   const { data } = await api.POST("/v1/encodings", { body });
