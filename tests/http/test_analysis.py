@@ -15,6 +15,7 @@ never from the server's own output:
   and the mean cosine;
 - the planner: every method's config, pasted into /v1/rope, reproduces the
   frequencies the planner reports, and each has the documented settings;
+- a model's config ("model", "config") fills the fields of each kind;
 - errors name their field; unknown fields are listed; every plot is a PNG
   of the documented size; npy and safetensors answers.
 
@@ -284,6 +285,53 @@ def test_extend_configs_paste_back(server):
 
 
 # ===========================================================================
+# a model's config
+# ===========================================================================
+
+def test_model_config_fills_the_fields(server):
+    """"model" and "config" fill kind rope and extend with /v1/rope's
+    fields and kind bias with /v1/bias's method fields (the values checked
+    are the published configs', computed here); explicit fields win; a
+    config without a bias for kind bias, or without RoPE for rope, is a 400
+    naming the model."""
+    status, out, headers = analysis(server, {"kind": "rope", "seq_len": 131072,
+                                             "model": "llama-3.1-8b", "output_dtype": "float64"})
+    assert status == 200 and "x-attnbias-ignored" not in headers, (status, headers)
+    inv, _ = ref_rope_inv_freq(128, 500000.0, "llama3", **LLAMA31_SCALING)
+    assert out["trained_len"] == 8192
+    close(out["inv_freq"], inv, 1e-13, 0, "llama-3.1-8b")
+    assert "rope_scaling" in headers["x-attnbias-config-used"], headers
+    # An explicit rope_scaling replaces the config's: none, the bare theta.
+    out = ok(server, {"kind": "rope", "seq_len": 8192, "model": "llama-3.1-8b",
+                      "rope_scaling": None})
+    close(out["inv_freq"], 500000.0 ** (-2 * np.arange(64) / 128), 1e-13, 0, "unscaled")
+    # The planner from Llama 2's 4k to 16k.
+    out = ok(server, {"kind": "extend", "seq_len": 16384, "model": "llama-2-7b"})
+    assert out["trained_len"] == 4096 and out["factor"] == 4
+    close(out["configs"]["ntk"]["rope_theta"], 10000.0 * 4 ** (128 / 126), 1e-15, 0, "ntk")
+    # Bias families: MPT's ALiBi (alibi_bias_max 8), T5's encoder buckets.
+    out = ok(server, {"kind": "bias", "seq_len": 64, "model": "mpt-7b"})
+    m = ref_alibi_slopes(32).astype(np.float32).astype(np.float64)
+    close(out["reach_10"], math.log(10) / m, 1e-15, 0, "mpt-7b reach")
+    r = server.request("POST", "/v1/analysis", json={"kind": "bias", "seq_len": 512,
+                                                     "model": "t5-small"},
+                       headers={"Prefer": "handling=strict"})
+    assert r.status == 200, r.body[:300]
+    before = ref_t5_bucket(-np.arange(512), 32, True, 128)
+    got = r.json()
+    assert got["buckets"]["data"] == before.tolist()
+    assert got["bucket_start"]["data"] == [int(np.argmax(before == b)) for b in range(16)]
+    # Refusals and blame name the config's key.
+    bad(call(server, "/v1/analysis", {"kind": "bias", "seq_len": 8, "model": "llama-3.1-8b"}),
+        "/model")
+    bad(call(server, "/v1/analysis", {"kind": "rope", "seq_len": 8, "model": "bloom-560m"}),
+        "/model")
+    bad(call(server, "/v1/analysis", {"kind": "extend", "seq_len": 8192,
+                                      "config": {"model_type": "llama", "head_dim": 64,
+                                                 "rope_theta": -3}}), "/config/rope_theta")
+
+
+# ===========================================================================
 # errors, media types, pictures
 # ===========================================================================
 
@@ -319,11 +367,11 @@ def test_errors_name_their_field(server):
         body = {k: v for k, v in body.items() if v is not None}
         bad(call(server, "/v1/analysis", body), field, what=json.dumps(body))
     # Fields of the other kind are unknown to this one, and said so.
-    r = call(server, "/v1/analysis", dict(rope, num_heads=4, rope_thetaa=3))
-    assert r.status == 200 and set(r.ignored) == {"num_heads", "rope_thetaa"}, r.ignored
+    r = call(server, "/v1/analysis", dict(rope, max_bias=4, rope_thetaa=3))
+    assert r.status == 200 and set(r.ignored) == {"max_bias", "rope_thetaa"}, r.ignored
     r = call(server, "/v1/analysis", {"kind": "bias", "seq_len": 8, "method": "alibi",
-                                      "num_heads": 2, "head_dim": 8})
-    assert r.status == 200 and r.ignored == ["head_dim"], r.ignored
+                                      "num_heads": 2, "inv_freq": [1.0]})
+    assert r.status == 200 and r.ignored == ["inv_freq"], r.ignored
     # Budgets are decided before computing.
     r = call(server, "/v1/analysis", {"kind": "bias", "seq_len": 1 << 40, "method": "alibi",
                                       "num_heads": 64})
