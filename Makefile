@@ -81,11 +81,12 @@ $(DEPS_STAMP): docker/packages-build.txt docker/packages-runtime.txt
 # ---- npm: test tools pinned by committed lockfiles ---------------------------
 # Each directory of NPM_DIRS is an npm project of tests (tests/clients: the
 # OpenAPI linters and TypeScript client generators; tests/k8s: the
-# Kubernetes schema validator).  `make test` runs `npm ci` in one when its
+# Kubernetes schema validator; tests/browser: puppeteer-core, which drives
+# Debian's chromium through the explorer page).  `make test` runs `npm ci` in one when its
 # node_modules is missing or its lockfile changed (the stamp is the lockfile
 # as installed), offline thereafter.  Without npm, root on Debian installs
 # Debian's nodejs and npm first; otherwise the build stops and says so.
-NPM_DIRS   = tests/clients tests/k8s
+NPM_DIRS   = tests/clients tests/k8s tests/browser
 NPM_STAMPS = $(NPM_DIRS:%=%/node_modules/.package-lock.attnbias)
 npm-deps: $(NPM_STAMPS)
 %/node_modules/.package-lock.attnbias: %/package.json %/package-lock.json | $(DEPS_STAMP)
@@ -154,8 +155,9 @@ $(STESTS): $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A)
 run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
-# The explorer page's test (tests/http/test_explorer.py) drives Debian's
-# chromium over the DevTools pipe; as root it is installed when missing.
+# The explorer page's test (tests/browser/test_explorer.py) drives Debian's
+# chromium with puppeteer-core (tests/browser); as root it is installed when
+# missing.
 CHROMIUM_STAMP = $(BUILD)/.chromium-ok
 
 test: $(DEPS_STAMP) npm-deps $(CHROMIUM_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS)) $(SOAK_BIN)
