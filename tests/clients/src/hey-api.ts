@@ -117,6 +117,10 @@ await check("analysis (rope)", async () => {
   lib.verify((await sdk.analysis({ body: copy(req.analysisRope) })).data, lib.checkAnalysisRope);
 });
 
+await check("analysis (a preset's config)", async () => {
+  lib.verify((await sdk.analysis({ body: copy(req.analysisPreset) })).data, lib.checkAnalysisPreset);
+});
+
 await check("explorer", async () => {
   lib.checkExplorerPage((await sdk.explorer({ parseAs: "text" })).data);
 });

@@ -275,6 +275,7 @@ export const req = {
   kerple: { method: "kerple", variant: "log", num_heads: 1, q_len: 5, r1: [2.0], r2: [0.5], causal: true },
   analysisAlibi: { kind: "bias", method: "alibi", num_heads: 4, seq_len: 6 },
   analysisRope: { kind: "rope", seq_len: 64, head_dim: 8, max_position_embeddings: 16, points: 4 },
+  analysisPreset: { kind: "extend", model: "llama-2-7b", seq_len: 16384, points: 4 },
   attention: {
     q: [[1, 0], [0, 1]],
     k: [[1, 0], [0, 1], [0.5, -1]],
@@ -384,6 +385,15 @@ export function checkAnalysisAlibi(r: { slopes?: Tensor; reach_10?: Tensor; reac
   close(values(r.reach_100, "reach_100"), want.analysisAlibi.reach100, TOL, "reach_100");
   same(r.bias?.shape, [4, 6], "bias shape");
   close(values(r.bias, "bias"), want.analysisAlibi.bias, TOL, "bias");
+}
+
+/** /v1/analysis, kind extend, from the llama-2-7b preset (head_dim 128,
+ * rope_theta 10000, trained 4096): the planner to 16384, factor 4; NTK's
+ * base theta * s^(d/(d-2)), linear's rope_scaling. */
+export function checkAnalysisPreset(r: { trained_len?: number; factor?: number; configs?: Record<string, { rope_theta?: number; rope_scaling?: unknown }> }): void {
+  assert(r.trained_len === 4096 && r.factor === 4, `trained_len ${r.trained_len}, factor ${r.factor}`);
+  close([r.configs?.ntk?.rope_theta ?? NaN], [10000 * 4 ** (128 / 126)], 1e-12, "ntk rope_theta");
+  same(r.configs?.linear?.rope_scaling, { rope_type: "linear", factor: 4 }, "linear rope_scaling");
 }
 
 export function checkAnalysisRope(r: { trained_len?: number; wavelength_original?: Tensor; turns_trained?: Tensor; seen?: Tensor }): void {

@@ -119,6 +119,10 @@ await check("POST /v1/analysis (rope)", async () => {
   lib.verify((await api.POST("/v1/analysis", { body: copy(req.analysisRope) })).data, lib.checkAnalysisRope);
 });
 
+await check("POST /v1/analysis (a preset's config)", async () => {
+  lib.verify((await api.POST("/v1/analysis", { body: copy(req.analysisPreset) })).data, lib.checkAnalysisPreset);
+});
+
 await check("POST /v1/analysis (png)", async () => {
   const type = "image/png";
   const { data, response } = await api.POST("/v1/analysis", { body: copy(req.analysisRope), headers: { Accept: type }, parseAs: "arrayBuffer" });
