@@ -152,7 +152,9 @@ function ticks(lo, hi, log, pixels) {
 }
 
 /* A line chart: series [{label, x (or null: 0, 1, ...), y, dash, steps,
- * markers}], optional marks [{x | y, label}], log axes. */
+ * markers, colour}], optional marks [{x | y, label}], log axes, xDomain
+ * (an x range always shown: every head, even one with nothing to draw),
+ * legendMax (entries shown before "+N more"). */
 function lineChart(svg, o) {
   svg.textContent = "";
   /* Drawn at the size it is shown, so that text keeps its size.  The
@@ -160,17 +162,21 @@ function lineChart(svg, o) {
   const W = Math.max(300, Math.round(svg.getBoundingClientRect().width) || 640);
   const below = W < 560, CH = 7.2; /* an average character, pixels */
   const labels = o.series.map((s) => s.label);
-  const longest = Math.max(0, ...labels.slice(0, 24).map((t) => t.length));
+  const most = Math.min(o.legendMax || 24, labels.length);
+  const longest = Math.max(0, ...labels.slice(0, most).map((t) => t.length));
   const legend = [];  /* [x, y] of each entry shown, relative to its origin */
-  let legendH = 0;
+  let legendH = 0, moreAt = null;
   if (below) {
     let x = 0, y = 0;
-    for (let k = 0; k < labels.length && k < 24; k++) {
-      const w = 40 + CH * labels[k].length;
+    const place = (w) => {
       if (x > 0 && x + w > W - 62 - 16) { x = 0; y += 18; }
-      legend.push([x, y]);
+      const at = [x, y];
       x += w + 10;
-    }
+      return at;
+    };
+    for (let k = 0; k < most; k++) legend.push(place(40 + CH * labels[k].length));
+    /* "+N more" flows on after the entries, inside the picture. */
+    if (labels.length > most) moreAt = place(CH * 10);
     legendH = legend.length ? y + 24 : 0;
   }
   const L = 62, R = below ? 16 : Math.min(Math.round(W * 0.4), 56 + 8 * longest), T = 14;
@@ -178,7 +184,7 @@ function lineChart(svg, o) {
   const H = Math.round(Math.min(340, Math.max(220, (W - R) * 0.6))) + legendH;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   if (!below) {
-    const fit = Math.max(2, Math.floor((H - T - B) / 18));
+    const fit = Math.min(most, Math.max(2, Math.floor((H - T - B) / 18)));
     for (let k = 0; k < labels.length && k < (labels.length <= fit ? fit : fit - 1); k++)
       legend.push([0, 18 * k]);
   }
@@ -202,6 +208,7 @@ function lineChart(svg, o) {
        o.empty || "nothing to draw");
     return;
   }
+  if (o.xDomain) for (const v of o.xDomain) if (okx(v)) grow(xs, tx(v));
   for (const r of [xs, ys]) {
     if (r[1] - r[0] < 1e-12 * Math.max(1, Math.abs(r[1]))) { r[0] -= 0.5; r[1] += 0.5; }
     const pad = 0.04 * (r[1] - r[0]);
@@ -254,8 +261,9 @@ function lineChart(svg, o) {
       el(svg, "text", {x: lx + 30, y: ly + 4}, s.label);
     } else if (k === legend.length) {
       const last = legend[legend.length - 1] || [0, -18];
-      el(svg, "text", {x: legendAt[0] + (below ? 0 : 30), y: legendAt[1] + last[1] + 28},
-         `+${o.series.length - legend.length} more`);
+      const at = moreAt ? [legendAt[0] + moreAt[0], legendAt[1] + moreAt[1] + 10]
+                        : [legendAt[0] + 30, legendAt[1] + last[1] + 28];
+      el(svg, "text", {x: at[0], y: at[1]}, `+${o.series.length - legend.length} more`);
     }
   });
   el(svg, "rect", {x: L, y: T, width: W - L - R, height: H - T - B, class: "frame"});
@@ -453,6 +461,8 @@ function askKey(message) {
   $("keyform").hidden = false;
   $("apikey-err").textContent = apiKey ? message : "";
   $("status").textContent = "waiting for the API key";
+  for (const svg of document.querySelectorAll(".charts figure:not([hidden]) svg"))
+    lineChart(svg, {series: [], empty: "waiting for the API key (above)"});
 }
 
 /* ==== drawing from the answers ========================================== */
@@ -496,9 +506,17 @@ async function drawRope(signal) {
   await drawPlanner(seq, rope, trained, signal);
 }
 
+/* A value as JSON with a space after each comma and colon, so that a long
+ * rope_scaling wraps between its members rather than inside a name. */
+function spacedJson(v) {
+  if (v && typeof v === "object" && !Array.isArray(v))
+    return "{" + Object.entries(v).map(([k, x]) => `"${k}": ${spacedJson(x)}`).join(", ") + "}";
+  return JSON.stringify(v);
+}
+
 /* A method's config fields, one per line, rope_scaling on one line. */
 function configText(cfg) {
-  return Object.entries(cfg).map(([k, v]) => `"${k}": ${JSON.stringify(v)}`).join(",\n");
+  return Object.entries(cfg).map(([k, v]) => `"${k}": ${spacedJson(v)}`).join(",\n");
 }
 
 async function drawPlanner(seq, rope, trained, signal) {
@@ -516,7 +534,8 @@ async function drawPlanner(seq, rope, trained, signal) {
     "dynamic NTK meets NTK at the target and keeps the trained base below it";
   const scale = rows(ex.scale), seen = rows(ex.seen), att = values(ex.attention_factor);
   lineChart(svg, {
-    series: ex.methods.map((m, i) => ({label: m, y: scale[i]})), ylog: true,
+    /* Dynamic NTK lies on NTK at the target: dashed, so that both show. */
+    series: ex.methods.map((m, i) => ({label: m, y: scale[i], dash: m === "dynamic"})), ylog: true,
     xlabel: "pair index k", ylabel: "scaled / trained frequency",
   });
   const t = document.createElement("table");
@@ -557,16 +576,19 @@ async function drawBias(signal) {
   const an = await post("/v1/analysis", {kind: "bias", seq_len: S, num_heads: H, encoding: "b64",
                                          ...biasFields(false, H)}, signal);
   if (an.bias) {
-    const curves = rows(an.bias);
+    const curves = rows(an.bias), ramp = curves.length > PALETTE.length;
     lineChart($("chart-bias"), {
-      series: curves.map((y, h) => ({label: `head ${h}`, y, steps: fam === "t5"})),
+      /* More heads than colours: head 0 dark to the last yellow. */
+      series: curves.map((y, h) => ({label: `head ${h}`, y, steps: fam === "t5",
+                                     colour: ramp ? `rgb(${viridis(h / (curves.length - 1))})` : undefined})),
+      legendMax: ramp ? 4 : PALETTE.length,
       xlog: fam === "t5", /* T5's buckets are spaced logarithmically */
       xlabel: "distance to an earlier key (tokens)", ylabel: "bias added to the score",
     });
     lineChart($("chart-reach"), {
       series: [{label: "weight ÷ 10", y: values(an.reach_10), markers: true},
                {label: "weight ÷ 100", y: values(an.reach_100), markers: true}],
-      ylog: true, xlabel: "head", ylabel: "distance (tokens)",
+      ylog: true, xlabel: "head", ylabel: "distance (tokens)", xDomain: [0, H - 1],
       empty: `no head cuts a weight by 10 within ${S} tokens`,
     });
   }
@@ -582,6 +604,10 @@ async function drawBias(signal) {
       `${fmt(values(an.reach_10)[head])} tokens before a weight drops 10×`
     : fam === "t5" ? `distances from ${an.saturation_distance} on share the last bucket`
                    : `curves up to ${S} tokens`;
+  const never = values(an.reach_10).map((r, h) => (Number.isFinite(r) ? -1 : h)).filter((h) => h >= 0);
+  if (an.reach_10 && never.length)
+    $("status").textContent += `; ${never.length === 1 ? "head" : "heads"} ${never.join(", ")} ` +
+      `never cut a weight 10× within ${S} tokens`;
 
   /* The heatmap asks /v1/bias for the one head shown: ALiBi by its slope
    * (from the analysis), the others by their own per-head lists. */
@@ -619,8 +645,8 @@ async function redraw() {
     if (mine === generation) document.body.dataset.ready = String(mine);
   } catch (err) {
     if (mine === generation) {
-      showError(err);
       if (err.name !== "AbortError") $("status").textContent = "";
+      showError(err);
       document.body.dataset.failed = String(mine);
     }
   } finally {

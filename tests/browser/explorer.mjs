@@ -220,6 +220,7 @@ async function keyed(browser) {
   await check("API-key mode asks for the key, sends it as Bearer and draws", async () => {
     await page.goto(url + "/", { waitUntil: "load" });
     await page.waitForSelector("#keyform:not([hidden])", { visible: true, timeout: T });
+    await shot(page, "key");
     const g = await generation(page);
     await page.type("#apikey", key);
     await page.click("#keyform button[type=submit]");
@@ -238,7 +239,6 @@ async function keyed(browser) {
     // Only the 401s before the key may have complained.
     const late = problems.filter((p) => !p.includes("status of 401"));
     assert(late.length === 0, late);
-    await shot(page, "key");
   });
 }
 
