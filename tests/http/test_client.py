@@ -230,6 +230,10 @@ def test_analysis(server):
             buf = io.BytesIO()
             fig.savefig(buf, format="png")
             assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"
+    # A preset's config (llama-2-7b: d 128, theta 10000, trained 4096).
+    plan = _client(server).analysis("extend", 16384, model="llama-2-7b")
+    assert plan["trained_len"] == 4096.0 and plan["factor"] == 4.0
+    close(plan["configs"]["ntk"]["rope_theta"], 10000.0 * 4 ** (128 / 126), 1e-15, 0, "ntk")
     png = _client(server).analysis_png("extend", 16384, plot="decay", head_dim=64,
                                        max_position_embeddings=4096)
     assert png[:8] == b"\x89PNG\r\n\x1a\n", png[:16]
