@@ -154,7 +154,8 @@ function ticks(lo, hi, log, pixels) {
 /* A line chart: series [{label, x (or null: 0, 1, ...), y, dash, steps,
  * markers, colour}], optional marks [{x | y, label}], log axes, xDomain
  * (an x range always shown: every head, even one with nothing to draw),
- * legendMax (entries shown before "+N more"). */
+ * legendPick (the series the legend names, default the first 24; the
+ * others are "+N more"). */
 function lineChart(svg, o) {
   svg.textContent = "";
   /* Drawn at the size it is shown, so that text keeps its size.  The
@@ -162,9 +163,10 @@ function lineChart(svg, o) {
   const W = Math.max(300, Math.round(svg.getBoundingClientRect().width) || 640);
   const below = W < 560, CH = 7.2; /* an average character, pixels */
   const labels = o.series.map((s) => s.label);
-  const most = Math.min(o.legendMax || 24, labels.length);
-  const longest = Math.max(0, ...labels.slice(0, most).map((t) => t.length));
-  const legend = [];  /* [x, y] of each entry shown, relative to its origin */
+  const shown = (o.legendPick || labels.map((_, k) => k).slice(0, 24))
+    .filter((k) => k < labels.length);
+  const longest = Math.max(0, ...shown.map((k) => labels[k].length));
+  const legend = [];  /* [x, y] of each entry shown (of shown[slot]) */
   let legendH = 0, moreAt = null;
   if (below) {
     let x = 0, y = 0;
@@ -174,9 +176,9 @@ function lineChart(svg, o) {
       x += w + 10;
       return at;
     };
-    for (let k = 0; k < most; k++) legend.push(place(40 + CH * labels[k].length));
+    for (const k of shown) legend.push(place(40 + CH * labels[k].length));
     /* "+N more" flows on after the entries, inside the picture. */
-    if (labels.length > most) moreAt = place(CH * 10);
+    if (labels.length > shown.length) moreAt = place(CH * 10);
     legendH = legend.length ? y + 24 : 0;
   }
   const L = 62, R = below ? 16 : Math.min(Math.round(W * 0.4), 56 + 8 * longest), T = 14;
@@ -184,9 +186,9 @@ function lineChart(svg, o) {
   const H = Math.round(Math.min(340, Math.max(220, (W - R) * 0.6))) + legendH;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   if (!below) {
-    const fit = Math.min(most, Math.max(2, Math.floor((H - T - B) / 18)));
-    for (let k = 0; k < labels.length && k < (labels.length <= fit ? fit : fit - 1); k++)
-      legend.push([0, 18 * k]);
+    const fit = Math.max(2, Math.floor((H - T - B) / 18));
+    const slots = Math.min(shown.length, labels.length <= fit ? fit : fit - 1);
+    for (let j = 0; j < slots; j++) legend.push([0, 18 * j]);
   }
   const legendAt = below ? [L, H - legendH + 6] : [W - R + 10, T + 2];
   const xs = [Infinity, -Infinity], ys = [Infinity, -Infinity];
@@ -254,18 +256,20 @@ function lineChart(svg, o) {
                             "stroke-linejoin": "round"});
     if (s.markers)
       for (const seg of pts) for (const [x, y] of seg) el(svg, "circle", {cx: x, cy: y, r: 3.5, fill: colour});
-    if (k < legend.length) {
-      const lx = legendAt[0] + legend[k][0], ly = legendAt[1] + legend[k][1] + 6;
+    const slot = shown.indexOf(k);
+    if (slot >= 0 && slot < legend.length) {
+      const lx = legendAt[0] + legend[slot][0], ly = legendAt[1] + legend[slot][1] + 6;
       el(svg, "line", {x1: lx, x2: lx + 24, y1: ly, y2: ly, stroke: colour, "stroke-width": 2,
                        "stroke-dasharray": s.dash ? "6 4" : "none"});
       el(svg, "text", {x: lx + 30, y: ly + 4}, s.label);
-    } else if (k === legend.length) {
-      const last = legend[legend.length - 1] || [0, -18];
-      const at = moreAt ? [legendAt[0] + moreAt[0], legendAt[1] + moreAt[1] + 10]
-                        : [legendAt[0] + 30, legendAt[1] + last[1] + 28];
-      el(svg, "text", {x: at[0], y: at[1]}, `+${o.series.length - legend.length} more`);
     }
   });
+  if (labels.length > legend.length) {
+    const last = legend[legend.length - 1] || [0, -18];
+    const at = moreAt ? [legendAt[0] + moreAt[0], legendAt[1] + moreAt[1] + 10]
+                      : [legendAt[0] + 30, legendAt[1] + last[1] + 28];
+    el(svg, "text", {x: at[0], y: at[1]}, `+${labels.length - legend.length} more`);
+  }
   el(svg, "rect", {x: L, y: T, width: W - L - R, height: H - T - B, class: "frame"});
   svg.dataset.draws = String(Number(svg.dataset.draws || 0) + 1);
 }
@@ -581,7 +585,8 @@ async function drawBias(signal) {
       /* More heads than colours: head 0 dark to the last yellow. */
       series: curves.map((y, h) => ({label: `head ${h}`, y, steps: fam === "t5",
                                      colour: ramp ? `rgb(${viridis(h / (curves.length - 1))})` : undefined})),
-      legendMax: ramp ? 4 : PALETTE.length,
+      /* The first and the last head: the ends of the colour ramp. */
+      legendPick: ramp ? [0, curves.length - 1] : undefined,
       xlog: fam === "t5", /* T5's buckets are spaced logarithmically */
       xlabel: "distance to an earlier key (tokens)", ylabel: "bias added to the score",
     });
