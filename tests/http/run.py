@@ -9,6 +9,9 @@ unit tests).
       --valgrind      run every server under valgrind (also ATTNBIAS_TEST_VALGRIND=1);
                       a server must then exit 0 with no error and no definite leak
       --budget S      stop starting tests after S seconds (default 900)
+      --test-timeout S  a test's time limit (default 120; a test function
+                      whose own work is long -- a virtualenv, mypy -- sets
+                      its own as the attribute `timeout`, in seconds)
       -v              print each server's log after a failing test
       files           test files to run (default: every tests/http/test_*.py)
 
@@ -570,7 +573,7 @@ def main(argv):
                     print("FAIL %s (not run: the %gs budget is spent)" % (full, args.budget))
                     continue
                 t0 = time.monotonic()
-                signal.alarm(int(args.test_timeout * SLOW))
+                signal.alarm(int(getattr(fn, "timeout", args.test_timeout) * SLOW))
                 try:
                     run_test(module, name, fn, args.v)
                     signal.alarm(0)

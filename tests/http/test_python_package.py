@@ -94,3 +94,8 @@ def test_installed_package(server):
         ran = re.search(r"^Ran (\d+) tests?", out, re.M)
         assert ran and int(ran.group(1)) >= 20, out[-2000:]
         assert re.search(r"^OK$", out, re.M), "skipped or failed tests:\n" + out[-3000:]
+
+
+# A virtualenv, an install, mypy --strict and the package's own tests: about
+# 100 s on an idle 2-core machine, so more than the harness's default limit.
+test_installed_package.timeout = 900

@@ -310,6 +310,10 @@ def test_python_example(server):
                 assert im.format == "PNG" and 300 <= im.width <= 3000, (name, im.size)
 
 
+# A virtualenv and matplotlib's figures: a minute on an idle machine.
+test_python_example.timeout = 600
+
+
 def README_TEXT():
     with open(README, encoding="utf-8") as f:
         return f.read()
