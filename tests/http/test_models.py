@@ -27,6 +27,9 @@ import test_routes as tr
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
+# Written from the published configs as found in public copies: each
+# preset file's "checked" list names the copy (repository, commit, path) and
+# the keys that agree, and "unverified" what no copy was found for.
 # name: (family, theta (global layer), theta of the first sliding layer or
 #        None, head_dim, heads, kv heads, rotary channels, (scaling type,
 #        factor) or None, window of a sliding layer or None)
@@ -166,6 +169,11 @@ def test_presets_match_the_published_configs(server):
         assert served[name] == data, name
         assert data["source"].startswith("https://huggingface.co/") and \
             data["source"].endswith("/config.json"), name
+        # Where it was checked, or a plain word on what was not.
+        for c in data["checked"]:
+            assert c["copy"].startswith("https://github.com/") and \
+                re.search(r"/blob/[0-9a-f]{40}/", c["copy"]) and c["agrees"], (name, c)
+        assert data["checked"] or data.get("unverified"), name
         fam, theta, local, hd, heads, kv, rot, scaling, window = PUBLISHED[name]
         assert data["family"] == fam, name
         first_slide = {"gemma2": 0, "gemma3": 0, "modernbert": 1}.get(fam, 0)
