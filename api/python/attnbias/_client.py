@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.parse
 import warnings
+from dataclasses import dataclass
 from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional,
                     Sequence, Tuple, Union, cast)
 
@@ -18,7 +19,7 @@ from ._wire import (BF16Mode, WireTensor, as_wire_tensor, b64_tensor,
                     decode_json_output, jsonable, safetensors_dumps,
                     safetensors_loads)
 
-__all__ = ["Client", "AttnbiasError", "IgnoredFieldsWarning"]
+__all__ = ["Client", "AttnbiasError", "IgnoredFieldsWarning", "ConfigUsed"]
 
 __version__ = "0.2.0"
 
@@ -79,6 +80,53 @@ class IgnoredFieldsWarning(UserWarning):
             "%s ignored %s: the answer was computed without %s (misspelt, or "
             "not known to this server; Client(strict=True) makes it an error)"
             % (path, ", ".join(fields), "it" if len(fields) == 1 else "them"))
+
+
+@dataclass(frozen=True)
+class ConfigUsed:
+    """What the server made of a request's model config (``model=``,
+    ``config=`` or Hugging Face names at the top level), from the answer's
+    ``X-Attnbias-Config-*`` headers; :attr:`Client.last_config`.
+
+    Attributes:
+        used: the config keys whose values the answer used
+            (``X-Attnbias-Config-Used``); ``model_type`` stands for the
+            family's semantics and its configuration class's defaults.
+        upstream: steps of the model the caller applies before q and k
+            reach attnbias, which the answer did not apply
+            (``X-Attnbias-Config-Upstream``: ``("q_norm", "k_norm")`` for
+            Gemma 3, ``("kv_lora_rank", ...)`` for DeepSeek).
+        layer: the layer computed (``X-Attnbias-Config-Layer``), or None.
+        layer_type: ``"full_attention"`` or ``"sliding_attention"``, or None.
+    """
+
+    used: Tuple[str, ...] = ()
+    upstream: Tuple[str, ...] = ()
+    layer: Optional[int] = None
+    layer_type: Optional[str] = None
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> Optional["ConfigUsed"]:
+        """The answer's config headers (lower-case names), or None when it
+        has none (a request without a config)."""
+        names = ("x-attnbias-config-used", "x-attnbias-config-upstream",
+                 "x-attnbias-config-layer")
+        if not any(n in headers for n in names):
+            return None
+
+        def items(name: str) -> Tuple[str, ...]:
+            return tuple(x.strip() for x in headers.get(name, "").split(",") if x.strip())
+
+        layer: Optional[int] = None
+        layer_type: Optional[str] = None
+        head, _, rest = headers.get(names[2], "").partition(";")
+        if head.strip().isdigit():
+            layer = int(head.strip())
+        for param in rest.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key == "type" and value:
+                layer_type = value.strip().strip('"')
+        return cls(items(names[0]), items(names[1]), layer, layer_type)
 
 
 def _caller_stacklevel() -> int:
@@ -275,6 +323,20 @@ class Client:
         if self.unix_socket is not None:
             return "Client(%r, unix_socket=%r)" % (self.url, self.unix_socket)
         return "Client(%r)" % self.url
+
+    @property
+    def last_config(self) -> Optional[ConfigUsed]:
+        """What the server made of the last request's model config
+        (``model=``, ``config=``, ``layer=``): the keys it used, the
+        upstream steps it did not apply and the layer it computed, as a
+        :class:`ConfigUsed`; None when the last answer carried no config
+        headers.  Example::
+
+            ab.rope(model="gemma-3-1b", layer=5, positions=8)
+            ab.last_config.layer_type      # "full_attention"
+            ab.last_config.upstream        # ("q_norm", "k_norm")
+        """
+        return ConfigUsed.from_headers(self.last_headers)
 
     @property
     def last_timing(self) -> Dict[str, Any]:
@@ -514,7 +576,7 @@ class Client:
     def encodings(self, method: str = "sinusoidal", positions: Any = None,
                   dim: Optional[int] = None, *, x: Any = None, table: Any = None,
                   model: Optional[str] = None, config: Optional[Mapping[str, Any]] = None,
-                  **params: Any) -> Result:
+                  layer: Optional[int] = None, **params: Any) -> Result:
         """Absolute position encodings (``POST /v1/encodings``).
 
         Args:
@@ -525,9 +587,9 @@ class Client:
             x: optional ``[..., n, dim]`` array; then the result is
                 ``x + encoding``.
             table: ``learned``: the ``[rows, dim]`` embedding matrix.
-            model, config: a model preset name and a Hugging Face
-                ``config.json`` dict, sent as the fields ``model`` and
-                ``config`` (see :meth:`rope`).
+            model, config, layer: a model preset name, a Hugging Face
+                ``config.json`` dict and the layer, sent as the fields
+                ``model``, ``config`` and ``layer`` (see :meth:`rope`).
             **params: ``base`` (10000), ``layout`` (``"interleaved"``,
                 ``"concat"``, ``"tensor2tensor"``), ``offset`` (learned),
                 ``normalize`` (integer), ``output_dtype``.
@@ -542,11 +604,12 @@ class Client:
         """
         return self._outputs("/v1/encodings", dict(
             method=method, positions=positions, dim=dim, x=x, table=table,
-            model=model, config=config, **params))
+            model=model, config=config, layer=layer, **params))
 
     def rope(self, positions: Any = None, head_dim: Optional[int] = None, *,
              q: Any = None, k: Any = None, model: Optional[str] = None,
-             config: Optional[Mapping[str, Any]] = None, **params: Any) -> Result:
+             config: Optional[Mapping[str, Any]] = None, layer: Optional[int] = None,
+             **params: Any) -> Result:
         """Rotary position embedding (``POST /v1/rope``).
 
         Without ``q``/``k`` returns the tables as a dict: ``inv_freq``
@@ -570,7 +633,11 @@ class Client:
                 field ``config`` for the server to read.  A server that does
                 not know these fields ignores them, and the client warns
                 (:class:`IgnoredFieldsWarning`): nothing is derived from
-                them on this side.
+                them on this side.  :attr:`last_config` then says which
+                keys the answer used.
+            layer: the layer to compute, for configs whose layers differ
+                (sliding or global, their own bases); the server's default
+                is 0, and :attr:`last_config` names the layer computed.
             **params: ``rope_theta``, ``partial_rotary_factor`` or
                 ``rotary_dim``, ``interleaved`` (False: rotate-half as in HF
                 Llama / GPT-NeoX; True: GPT-J pairs), ``seq_len``,
@@ -585,22 +652,26 @@ class Client:
         """
         return self._outputs("/v1/rope", dict(
             positions=positions, head_dim=head_dim, q=q, k=k, model=model,
-            config=config, **params))
+            config=config, layer=layer, **params))
 
-    def bias(self, method: str, num_heads: int, q_len: int, k_len: Optional[int] = None, *,
+    def bias(self, method: Optional[str] = None, num_heads: Optional[int] = None,
+             q_len: Optional[int] = None, k_len: Optional[int] = None, *,
              returns: Optional[Sequence[str]] = None, model: Optional[str] = None,
-             config: Optional[Mapping[str, Any]] = None, **params: Any) -> Result:
+             config: Optional[Mapping[str, Any]] = None, layer: Optional[int] = None,
+             **params: Any) -> Result:
         """Attention-bias table (``POST /v1/bias``): ``[num_heads, q_len, k_len]``.
 
         Query row ``r`` sits at position ``q_offset + r`` (default
         ``k_len - q_len``), key ``j`` at ``j``.
 
         Args:
-            method: ``"alibi"``, ``"t5"``, ``"fire"``, ``"kerple"`` or ``"none"``.
-            num_heads, q_len, k_len: table size (``k_len`` defaults to ``q_len``).
+            method: ``"alibi"``, ``"t5"``, ``"fire"``, ``"kerple"`` or ``"none"``;
+                with ``model=`` or ``config=`` the model's (may be left out).
+            num_heads, q_len, k_len: table size (``k_len`` defaults to
+                ``q_len``; ``num_heads`` may come from the model's config).
             returns: ``["bias"]`` (default), ``["buckets"]`` or both
                 (T5 buckets are int32 ``[q_len, k_len]``); with both, a dict.
-            model, config: as for :meth:`rope`.
+            model, config, layer: as for :meth:`rope`.
             **params: ``causal``, ``q_offset``, ``window``,
                 ``sliding_window``, and the method's parameters: alibi
                 ``max_bias`` / ``slopes``; t5 ``table``
@@ -620,7 +691,7 @@ class Client:
             method=method, num_heads=num_heads, q_len=q_len,
             k_len=q_len if k_len is None else k_len,
             **({"return": list(returns)} if returns else {}),
-            model=model, config=config, **params))
+            model=model, config=config, layer=layer, **params))
 
     def bias_heatmap(self, method: str, num_heads: int, q_len: int,
                      k_len: Optional[int] = None, head: int = 0, *,
@@ -639,7 +710,7 @@ class Client:
 
     def attention(self, q: Any, k: Any, v: Any, *, returns: Optional[Sequence[str]] = None,
                   model: Optional[str] = None, config: Optional[Mapping[str, Any]] = None,
-                  **params: Any) -> Result:
+                  layer: Optional[int] = None, **params: Any) -> Result:
         """Full attention (``POST /v1/attention``).
 
         Args:
@@ -650,7 +721,7 @@ class Client:
             returns: the outputs to get, exactly: ``["output"]``
                 (default), ``["lse"]`` (then the lse array alone), or
                 several, e.g. ``["output", "lse", "weights"]`` (then a dict).
-            model, config: as for :meth:`rope`.
+            model, config, layer: as for :meth:`rope`.
             **params: ``causal``, ``scale`` (default ``1/sqrt(D)``),
                 ``q_offset`` (default ``Nk - Nq``, bottom-right), ``softcap``,
                 ``window=[left, right]`` or ``sliding_window=W``,
@@ -671,7 +742,7 @@ class Client:
         """
         return self._outputs("/v1/attention", dict(
             q=q, k=k, v=v, **({"return": list(returns)} if returns else {}),
-            model=model, config=config, **params))
+            model=model, config=config, layer=layer, **params))
 
     def attention_heatmap(self, q: Any, k: Any, v: Any, head: int = 0, *,
                           heads: Optional[Iterable[int]] = None, batch: int = 0,
