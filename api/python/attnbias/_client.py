@@ -140,9 +140,15 @@ def _caller_stacklevel() -> int:
     return level
 
 
-def _drop_none(params: Mapping[str, Any]) -> Dict[str, Any]:
-    """Arguments left at None are not sent (the server's default applies)."""
-    return {k: v for k, v in params.items() if v is not None}
+def _fields(named: Mapping[str, Any], params: Mapping[str, Any]) -> Dict[str, Any]:
+    """A method's request fields: its named arguments left at None are not
+    sent (the server's default applies); a keyword of ``**params`` given as
+    None is sent as JSON null, which says "none" (``rope_scaling=None``
+    removes a preset's scaling, ``rope=None`` in attention says q and k
+    are already rotated)."""
+    out = {k: v for k, v in named.items() if v is not None}
+    out.update(params)
+    return out
 
 
 def _split_tensors(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, WireTensor]]:
@@ -162,6 +168,7 @@ def _split_tensors(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str,
             path = prefix + key
             is_tensor = key in _TENSOR_FIELDS or (in_layers and key in ("weight", "bias"))
             if val is None:
+                out[key] = None      # JSON null: the caller said "none"
                 continue
             if is_tensor and not isinstance(val, dict):
                 tensors[path] = as_wire_tensor(val)
@@ -494,7 +501,7 @@ class Client:
         tensor goes).  Returns a dict ``{output name: ndarray or float}``;
         ``accept="image/png"`` returns the PNG bytes.
         """
-        fields, tensors = _split_tensors(_drop_none(params))
+        fields, tensors = _split_tensors(params)
         fields = jsonable(fields)
         nbytes = sum(t.nbytes for t in tensors.values())
         binary = (self.transport == "safetensors" or
@@ -602,9 +609,9 @@ class Client:
             pe = ab.encodings("sinusoidal", positions=4, dim=8)
             pe[1, :2]      # sin(1), cos(1)
         """
-        return self._outputs("/v1/encodings", dict(
+        return self._outputs("/v1/encodings", _fields(dict(
             method=method, positions=positions, dim=dim, x=x, table=table,
-            model=model, config=config, layer=layer, **params))
+            model=model, config=config, layer=layer), params))
 
     def rope(self, positions: Any = None, head_dim: Optional[int] = None, *,
              q: Any = None, k: Any = None, model: Optional[str] = None,
@@ -650,9 +657,9 @@ class Client:
             t = ab.rope(positions=8192, head_dim=128, rope_theta=500000.0)
             q_rot = ab.rope(positions=16, head_dim=128, q=q)
         """
-        return self._outputs("/v1/rope", dict(
+        return self._outputs("/v1/rope", _fields(dict(
             positions=positions, head_dim=head_dim, q=q, k=k, model=model,
-            config=config, layer=layer, **params))
+            config=config, layer=layer), params))
 
     def bias(self, method: Optional[str] = None, num_heads: Optional[int] = None,
              q_len: Optional[int] = None, k_len: Optional[int] = None, *,
@@ -687,11 +694,11 @@ class Client:
             b = ab.bias("alibi", num_heads=8, q_len=4, k_len=4, causal=True)
             b[0]           # -0.5 * |i - j| below the diagonal, -inf above
         """
-        return self._outputs("/v1/bias", dict(
+        return self._outputs("/v1/bias", _fields(dict(
             method=method, num_heads=num_heads, q_len=q_len,
             k_len=q_len if k_len is None else k_len,
             **({"return": list(returns)} if returns else {}),
-            model=model, config=config, layer=layer, **params))
+            model=model, config=config, layer=layer), params))
 
     def bias_heatmap(self, method: str, num_heads: int, q_len: int,
                      k_len: Optional[int] = None, head: int = 0, *,
@@ -704,9 +711,9 @@ class Client:
             Image(ab.bias_heatmap("alibi", 8, 64, heads=[0, 3, 7], causal=True))
         """
         sel: Dict[str, Any] = {"heads": list(heads)} if heads is not None else {"head": head}
-        return self._png("/v1/bias", dict(
+        return self._png("/v1/bias", _fields(dict(
             method=method, num_heads=num_heads, q_len=q_len,
-            k_len=q_len if k_len is None else k_len, **sel, **params))
+            k_len=q_len if k_len is None else k_len, **sel), params))
 
     def attention(self, q: Any, k: Any, v: Any, *, returns: Optional[Sequence[str]] = None,
                   model: Optional[str] = None, config: Optional[Mapping[str, Any]] = None,
@@ -740,9 +747,9 @@ class Client:
             r = ab.attention(q, k, v, causal=True, returns=["output", "lse"])
             r["lse"].shape     # [B, Hq, Nq]
         """
-        return self._outputs("/v1/attention", dict(
+        return self._outputs("/v1/attention", _fields(dict(
             q=q, k=k, v=v, **({"return": list(returns)} if returns else {}),
-            model=model, config=config, layer=layer, **params))
+            model=model, config=config, layer=layer), params))
 
     def attention_heatmap(self, q: Any, k: Any, v: Any, head: int = 0, *,
                           heads: Optional[Iterable[int]] = None, batch: int = 0,
@@ -752,5 +759,6 @@ class Client:
         the heads ``heads`` as a grid.  ``params`` are those of
         :meth:`attention`.  Returns the PNG bytes."""
         sel: Dict[str, Any] = {"heads": list(heads)} if heads is not None else {"head": head}
-        return self._png("/v1/attention", dict(q=q, k=k, v=v, batch=batch, **sel, **params))
+        return self._png("/v1/attention", _fields(dict(q=q, k=k, v=v, batch=batch, **sel),
+                                                  params))
 
