@@ -19,6 +19,7 @@ struct bench_opts {
   int threads;            /* pool size, also the probes' thread count */
   int quick;              /* BENCH_QUICK=1 / --quick: a fast smoke run */
   const char *only;       /* comma list of sections, NULL: all */
+  const char *attn_shapes; /* HxNxd list for the attention section, NULL: all */
   const char *out;        /* results.json path */
   const char *server;     /* attnbiasd binary, or NULL */
   const char *bare;       /* bare-server binary, or NULL */
@@ -108,7 +109,13 @@ enum ab_status bench_pool_job(struct bench_pool *p, const ab_job_t *job);
 enum bench_ceiling { BENCH_CEIL_FMA, BENCH_CEIL_TRIAD, BENCH_CEIL_NT };
 
 struct bench_machine {
+  char cpu_model[128]; /* /proc/cpuinfo's model name */
+  /* the flags that decide which kernels run: avx512f, avx512_bf16,
+   * avx512_fp16, amx (amx_tile) */
+  int avx512f, avx512_bf16, avx512_fp16, amx;
   double fma_gflops;   /* FP32 FMA GFLOP/s, all pool threads */
+  double bf16_dot_gflops; /* vdpbf16ps, 64 flops each; NaN without it */
+  double bf16_dot_vs_fma; /* its rate over the FMA probe's, paired reps */
   double triad_gbs;    /* a = b + s*c, STREAM byte count (12 B/element) */
   double nt_store_gbs; /* the same triad with non-temporal stores */
   const char *probe_isa; /* "avx512", "avx2" or "scalar" */
@@ -132,6 +139,9 @@ double bench_fma_avx512(int64_t iters); /* returns flops done */
 void bench_triad_avx512(float *a, const float *b, const float *c, float s,
                         int64_t n, int nt);
 double bench_fma_avx2(int64_t iters);
+double bench_bf16_dot_avx512(int64_t iters); /* returns flops done */
+/* Read the CPU model and flags into m (the machine line). */
+void bench_cpu_describe(struct bench_machine *m);
 void bench_triad_avx2(float *a, const float *b, const float *c, float s,
                       int64_t n, int nt);
 
@@ -167,6 +177,11 @@ void bench_skip(const char *what, const char *fmt, ...)
 int peer_start(void);
 int peer_alive(void);
 int peer_has_sdpa(void);
+/* The OpenBLAS core the peer's torch runs ("none": not OpenBLAS). */
+const char *peer_openblas_core(void);
+/* Compare the peer's outputs with ours on small inputs (peer_start does);
+ * 0 when every case agrees. */
+int peer_check(void);
 /* One repetition: returns milliseconds, or a negative value on error (the
  * peer is then stopped).  impl "matmul"|"sdpa"; variant as ours. */
 double peer_attention(const char *impl, const char *variant, int hq,
@@ -179,6 +194,8 @@ void peer_stop(void);
  * ====================================================================== */
 /* Each prints its rows and records its results.json entries. */
 void bench_attention(struct bench_pool *pool);
+void bench_decode(struct bench_pool *pool);
+void bench_long(struct bench_pool *pool);
 void bench_rope(struct bench_pool *pool);
 void bench_bias(struct bench_pool *pool);
 void bench_encoding(struct bench_pool *pool);
@@ -192,6 +209,12 @@ void bench_service(struct bench_pool *pool);
  * (to http_port), in the same rounds. */
 int bench_tls_cert(const char *dir, char *cert, char *key, size_t cap);
 void bench_tls_attention(int http_port, int https_port, const char *ca);
+
+/* Max |error| of one output row against float64: query row q [d], the
+ * keys 0 .. nkeys-1 of one head (k, v rows of d floats), scale
+ * 1/sqrt(d), no bias; s is scratch of nkeys doubles. */
+double bench_attn_row_err(const float *q, const float *k, const float *v,
+                          int nkeys, int d, const float *out, double *s);
 
 /* Time one dense fp32 attention [1,H,N,d] in process over the pool (q, k,
  * v, out caller-allocated); returns seconds or a negative value. */

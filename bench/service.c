@@ -610,7 +610,8 @@ static double clock_s(clockid_t id)
 
 /* ==== the section ======================================================== */
 
-static void http_small(int port_ours, const char *bare_bin, int threads)
+static void http_small(int port_ours, pid_t pid_ours, const char *bare_bin,
+                       int threads)
 {
   struct server bare;
   struct http_resp r = {0};
@@ -618,7 +619,10 @@ static void http_small(int port_ours, const char *bare_bin, int threads)
   char req_path[128], resp_path[128], thr[16];
   char *bargv[12];
   long errors[2] = {0, 0};
-  int rounds = g_opt.quick ? 1 : 2, i, which, ok = 1;
+  /* Three rounds of ours then bare: the ratio is the median of the three
+   * rounds' ratios, each of two loads run back to back. */
+  int rounds = g_opt.quick ? 1 : 3, i, which, ok = 1;
+  struct bench_samples ratio = {0}, cpu_us[2] = {{0}, {0}};
   struct load ld;
 
   snprintf(req_path, sizeof req_path, "%s/small.json", g_tmp);
@@ -668,15 +672,26 @@ static void http_small(int port_ours, const char *bare_bin, int threads)
 
   for (i = 0; i < rounds; i++)
     for (which = 0; which < 2; which++) { /* ours, bare, ours, bare */
+      double cpu0;
       if (which == 1 && bare.pid <= 0)
         continue;
+      cpu0 = proc_cpu_s(which ? bare.pid : pid_ours);
       if (run_wrk(which ? bare.port : port_ours, "/v1/bias", req_path,
                   "application/json", &ld) != 0) {
         ok = 0;
         continue;
       }
+      /* The server's CPU time per request: what the rate would be on
+       * cores of its own (the rate itself also measures wrk and whatever
+       * else shares the machine). */
+      if (ld.requests > 0)
+        bench_samples_add(&cpu_us[which],
+                          (proc_cpu_s(which ? bare.pid : pid_ours) - cpu0) /
+                              (double)ld.requests * 1e6);
       bench_samples_add(&rps[which], ld.rps);
       errors[which] += ld.errors;
+      if (which == 1 && rps[0].n == rps[1].n)
+        bench_samples_add(&ratio, rps[0].v[rps[0].n - 1] / ld.rps);
       if (which == 0) {
         bench_samples_add(&p50, ld.p50_ms);
         bench_samples_add(&p99, ld.p99_ms);
@@ -693,17 +708,23 @@ static void http_small(int port_ours, const char *bare_bin, int threads)
     return;
   }
   printf("   http_small: %.0f req/s, p50 %.2f ms, p99 %.2f ms; bare %.0f "
-         "req/s -> %.0f%% of bare%s\n",
+         "req/s -> %.0f%% of bare (median of %d rounds' ratios)%s\n",
          bench_median(&rps[0]), bench_median(&p50), bench_median(&p99),
-         bench_median(&rps[1]),
-         100.0 * bench_median(&rps[0]) / bench_median(&rps[1]),
+         bench_median(&rps[1]), 100.0 * bench_median(&ratio), ratio.n,
          errors[0] || errors[1] || !ok ? "  (some errors: see above)" : "");
   res_begin("http_small");
   res_num("rps", bench_median(&rps[0]));
   res_num("p50_ms", bench_median(&p50));
   res_num("p99_ms", bench_median(&p99));
   res_num("bare_rps", bench_median(&rps[1]));
+  res_num("pct_of_bare", 100.0 * bench_median(&ratio));
+  res_num("cpu_us_per_req", bench_median(&cpu_us[0]));
+  res_num("bare_cpu_us_per_req", bench_median(&cpu_us[1]));
   res_end();
+  printf("   server CPU per request: attnbiasd %.1f us, bare %.1f us (bare/ours "
+         "%.0f%%)\n",
+         bench_median(&cpu_us[0]), bench_median(&cpu_us[1]),
+         100.0 * bench_median(&cpu_us[1]) / bench_median(&cpu_us[0]));
 }
 
 /* One binary attention request over TCP (port) and, with use_unix set, the
@@ -986,7 +1007,7 @@ void bench_service(struct bench_pool *pool)
   }
   printf("   attnbiasd on 127.0.0.1:%d\n", ours.port);
   if (system("command -v wrk >/dev/null 2>&1") == 0)
-    http_small(ours.port, g_opt.bare, http_threads);
+    http_small(ours.port, ours.pid, g_opt.bare, http_threads);
   else
     bench_skip("http_small", "wrk is not installed (apt-get install wrk)");
   {

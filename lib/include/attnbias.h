@@ -201,9 +201,11 @@ AB_API enum ab_status ab_job_run(const ab_job_t *job, int64_t piece,
  * elements, whatever its strides) that `piece` writes in `output` (the
  * data pointer of one of the job's outputs, as passed to the *_job call),
  * or INT64_MAX when the piece writes none of it.  The pieces together
- * write every element of each output, each element once; so once every
- * piece p with *first(p) < X has finished, elements [0, X) of that output
- * are final.  Attention jobs describe out, lse and weights; other job
+ * write every element of each output, each element once -- or, where an
+ * attention job splits a block's keys into several pieces, whichever of
+ * them finishes last writes the block, and each of them reports the
+ * block's first element; either way, once every piece p with
+ * *first(p) < X has finished, elements [0, X) of that output are final.  Attention jobs describe out, lse and weights; other job
  * kinds return INVALID_ARG naming "job" (as do outputs the job does not
  * write, naming "output"). */
 AB_API enum ab_status ab_job_piece_first(const ab_job_t *job, int64_t piece,

@@ -1,6 +1,7 @@
 /* common.c: status strings, per-thread errors, the allocator hook, dtypes,
  * tensor descriptors and jobs -- everything the methods share. */
 #include "ab-internal.h"
+#include "kernels/elem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,32 +183,7 @@ uint16_t ab_f32_to_f16(float f)
   return h;
 }
 
-float ab_f16_to_f32(uint16_t h)
-{
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x;
-  float f;
-
-  if (exp == 0) {
-    if (mant == 0) {
-      x = sign;
-    } else { /* subnormal: normalise */
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400u)) {
-        mant <<= 1;
-        exp--;
-      }
-      mant &= 0x3ffu;
-      x = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 0x1f) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else {
-    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  }
-  memcpy(&f, &x, 4);
-  return f;
-}
+float ab_f16_to_f32(uint16_t h) { return ab__half_to_float(h); }
 
 uint16_t ab_f32_to_bf16(float f)
 {
@@ -220,14 +196,7 @@ uint16_t ab_f32_to_bf16(float f)
   return (uint16_t)(x >> 16);
 }
 
-float ab_bf16_to_f32(uint16_t h)
-{
-  uint32_t x = (uint32_t)h << 16;
-  float f;
-
-  memcpy(&f, &x, 4);
-  return f;
-}
+float ab_bf16_to_f32(uint16_t h) { return ab__bf16_to_float(h); }
 
 float ab__load_f32(const void *base, int32_t dtype, int64_t idx)
 {

@@ -2,6 +2,7 @@
  * scaling types) -- parameter validation in one place, the
  * frequencies and attention factor of every scaling method, cos/sin tables,
  * and the apply / table jobs whose pieces a caller's pool may split. */
+#include "ab-internal.h"
 #include "kernels/kernels.h"
 
 #include <float.h>
