@@ -30,7 +30,6 @@ Tests follow tests/http/run.py's convention; run alone with
 import base64
 import io
 import json
-import math
 import os
 import subprocess
 import sys
@@ -79,21 +78,29 @@ def kernel_spec(jupyter_path, python):
                    "display_name": "attnbias (test virtualenv)", "language": "python"}, f)
 
 
+def jupyter_env(url, tmp):
+    """The environment of a notebook run aimed at the server at `url`:
+    Jupyter's and IPython's files (kernel specs included) in `tmp`, the
+    package as installed (no PYTHONPATH) and inline figures (no
+    MPLBACKEND)."""
+    jupyter = os.path.join(tmp, "jupyter")
+    env = dict(os.environ, ATTNBIAS_URL=url, JUPYTER_PATH=jupyter, JUPYTER_DATA_DIR=jupyter,
+               JUPYTER_CONFIG_DIR=jupyter, IPYTHONDIR=os.path.join(tmp, "ipython"),
+               PYDEVD_DISABLE_FILE_VALIDATION="1", PYTHONDONTWRITEBYTECODE="1")
+    for name in ("PYTHONPATH", "MPLBACKEND"):
+        env.pop(name, None)
+    return env
+
+
 def execute(server, tmp, probe=""):
     """The notebook executed against `server` in a fresh virtualenv; returns
     the executed notebook (JSON)."""
     source = os.path.join(tmp, "attnbias-client")
     pkg.copy_source(source)
     python = pkg.make_venv(tmp, source)
-    jupyter = os.path.join(tmp, "jupyter")
-    kernel_spec(jupyter, python)
+    env = jupyter_env(server.url, tmp)
+    kernel_spec(env["JUPYTER_PATH"], python)
     out = os.path.join(tmp, "executed.ipynb")
-    env = dict(os.environ, ATTNBIAS_URL=server.url, JUPYTER_PATH=jupyter,
-               JUPYTER_DATA_DIR=jupyter, JUPYTER_CONFIG_DIR=jupyter,
-               IPYTHONDIR=os.path.join(tmp, "ipython"), PYDEVD_DISABLE_FILE_VALIDATION="1",
-               PYTHONDONTWRITEBYTECODE="1")
-    for name in ("PYTHONPATH", "MPLBACKEND"):  # the package as installed; inline figures
-        env.pop(name, None)
     p = subprocess.run([pkg.DEBIAN_PYTHON, "-c", DRIVER, NOTEBOOK, out, KERNEL, tmp, probe],
                        cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, "the notebook failed:\n" + (p.stdout + p.stderr)[-6000:]

@@ -316,12 +316,7 @@ def test_python_example(server):
                 assert im.format == "PNG" and 300 <= im.width <= 3000, (name, im.size)
         # The notebook, as printed: its kernel goes to a temporary Jupyter
         # data directory, and ATTNBIAS_URL aims it at the test server.
-        jupyter = os.path.join(tmp, "jupyter")
-        env = dict(os.environ, ATTNBIAS_URL=server.url, JUPYTER_DATA_DIR=jupyter,
-                   JUPYTER_PATH=jupyter, JUPYTER_CONFIG_DIR=jupyter,
-                   IPYTHONDIR=os.path.join(tmp, "ipython"), PYDEVD_DISABLE_FILE_VALIDATION="1")
-        for name in ("PYTHONPATH", "MPLBACKEND"):
-            env.pop(name, None)
+        env = test_notebook.jupyter_env(server.url, tmp)
         for cmd in shell_commands(notebook[0]):
             p = subprocess.run(["bash", "-c", cmd], cwd=tmp, env=env, capture_output=True,
                                text=True, timeout=900)
