@@ -33,7 +33,11 @@ messages are printed).  What a test needs is given by its parameter names:
   binary           the path of the server binary (to run it with other
                    arguments, e.g. --version).
 A parameter with a default value that the harness does not know is left to
-its default.  Raise run.Skip("why") (import run) only when something outside
+its default.  Every test runs under an alarm of --test-timeout seconds
+(default 120), there only to stop a hung test; a test that installs a
+package or executes a notebook declares a longer one as a function
+attribute, `test_x.time_limit = 600`.
+Raise run.Skip("why") (import run) only when something outside
 the project is missing; a skip is printed but counts as neither passed nor
 failed.
 
@@ -570,7 +574,11 @@ def main(argv):
                     print("FAIL %s (not run: the %gs budget is spent)" % (full, args.budget))
                     continue
                 t0 = time.monotonic()
-                signal.alarm(int(args.test_timeout * SLOW))
+                # The alarm only stops a hung test; a test that builds a
+                # virtualenv or runs a notebook says how long it may need
+                # (a function attribute time_limit, seconds).
+                limit = max(args.test_timeout, getattr(fn, "time_limit", 0))
+                signal.alarm(int(limit * SLOW))
                 try:
                     run_test(module, name, fn, args.v)
                     signal.alarm(0)

@@ -222,3 +222,6 @@ def test_notebook_runs_and_says_what_is_true(server):
     # A reader sees the source that made the outputs.
     assert [source(c) for c in code_cells(nb)] == [source(c) for c in code_cells(committed)]
     assert committed["metadata"]["kernelspec"]["name"] == "python3", committed["metadata"]
+
+
+test_notebook_runs_and_says_what_is_true.time_limit = 600  # a virtualenv and a kernel

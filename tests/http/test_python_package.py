@@ -94,3 +94,6 @@ def test_installed_package(server):
         ran = re.search(r"^Ran (\d+) tests?", out, re.M)
         assert ran and int(ran.group(1)) >= 20, out[-2000:]
         assert re.search(r"^OK$", out, re.M), "skipped or failed tests:\n" + out[-3000:]
+
+
+test_installed_package.time_limit = 600  # a virtualenv, a package install and mypy

@@ -325,6 +325,9 @@ def test_python_example(server):
             test_notebook.check_outputs(json.load(f), "README's run")
 
 
+test_python_example.time_limit = 600  # a virtualenv, a package install and a kernel
+
+
 def README_TEXT():
     with open(README, encoding="utf-8") as f:
         return f.read()
