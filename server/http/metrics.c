@@ -165,6 +165,11 @@ int srv_metrics_render(struct srv_buf *out)
                        "--max-queue).\n"
                        "# TYPE attnbias_queue_depth gauge\n"
                        "attnbias_queue_depth %d\n"
+                       "# HELP attnbias_pool_calls Calls on the worker "
+                       "pool: waiting for a thread, computing, or waiting "
+                       "for the bytes of a body still arriving.\n"
+                       "# TYPE attnbias_pool_calls gauge\n"
+                       "attnbias_pool_calls %d\n"
                        "# HELP attnbias_lingering_connections Connections "
                        "answered while their body still came, draining it "
                        "before they close (limit --linger-max).\n"
@@ -176,7 +181,7 @@ int srv_metrics_render(struct srv_buf *out)
                        "# TYPE attnbias_memory_kept_bytes gauge\n"
                        "attnbias_memory_kept_bytes %zu\n",
                        srv_http_inflight(), srv_http_queue_depth(),
-                       srv_http_lingering(), srv_mem_kept());
+                       srv_work_busy(), srv_http_lingering(), srv_mem_kept());
   rc |= srv_buf_printf(out,
                        "# HELP attnbias_bytes_received_total Request body "
                        "bytes received.\n"
