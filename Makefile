@@ -73,8 +73,8 @@ $(DEPS_STAMP): docker/packages-build.txt docker/packages-runtime.txt
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing:$$missing"; \
-	    (apt-get install -y -q $$missing || \
-	     (apt-get update -q && apt-get install -y -q $$missing)) >$(BUILD)/apt.log 2>&1 \
+	    (apt-get -o DPkg::Lock::Timeout=600 install -y -q $$missing || \
+	     (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q $$missing)) >$(BUILD)/apt.log 2>&1 \
 	     || { cat $(BUILD)/apt.log; exit 1; }; \
 	  else echo "missing Debian packages:$$missing (apt-get install them)"; \
 	    exit 1; fi; fi; touch $@

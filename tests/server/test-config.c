@@ -234,8 +234,11 @@ TEST(config_deepseek_scale_and_pairing)
             "\"original_max_position_embeddings\": 4096}}",
             0, &m, &err) == 0);
   CHECK(near(num(&m, "/scale"), mscale * mscale / sqrt(192.0)));
-  CHECK_EQ_I64(json_integer_value(P(&m, "/rope/head_dim")), 64);
+  /* A head is [128 channels without RoPE | 64 with it]: the rotated
+   * slice is the last 64 of 192. */
+  CHECK_EQ_I64(json_integer_value(P(&m, "/rope/head_dim")), 192);
   CHECK_EQ_I64(json_integer_value(P(&m, "/rope/rotary_dim")), 64);
+  CHECK_EQ_I64(json_integer_value(P(&m, "/rope/rotary_offset")), 128);
   CHECK(json_is_true(P(&m, "/rope/interleaved")));
   /* kv_lora_rank is set, q_lora_rank null: one upstream step */
   CHECK_EQ_I64(json_array_size(m.upstream), 1);
