@@ -202,7 +202,7 @@ struct srv_call {
   struct srv_buf custom;
   const char *custom_type;
   /* Unknown request fields, for X-Attnbias-Ignored: names separated by
-   * commas, ready for the header (srv_call_ignore). */
+   * commas, ready for the header (srv_codec_ignored_add). */
   struct srv_buf ignored;
 
   /* ---- response: set by srv_codec_encode or the error path ---- */
@@ -243,14 +243,6 @@ struct srv_call {
    * body); the codec must not read past them. */
   size_t body_avail;
 };
-
-/* Add the field at a JSON pointer to c->ignored, by name: the pointer's
- * tokens joined by dots ("/rope/rope_scaling/odd" -> rope.rope_scaling.odd,
- * as nested tensors are named in safetensors), with the bytes a name in a
- * header list cannot carry percent-encoded (control bytes, non-ASCII,
- * space, '%' and the separators ',' and '.').  The list is cut, ending in
- * "...", past a couple of kilobytes.  (http/call.c) */
-void srv_call_ignore(struct srv_call *c, const char *pointer);
 
 /* ======================================================================
  * route/: the route table (routes.def is the single list)
@@ -322,6 +314,16 @@ void srv_codec_show(const struct srv_call *c, const json_t *v, char *buf,
  * string to jansson; really an array of numbers or a base64 string):
  * parameter checks must not take it for a string. */
 int srv_codec_lifted(const struct srv_call *c, const json_t *v);
+
+/* Add the field at a JSON pointer to a list of ignored fields (the text of
+ * X-Attnbias-Ignored, c->ignored), by name: the pointer's tokens joined by
+ * dots ("/rope/rope_scaling/odd" -> rope.rope_scaling.odd, as nested
+ * tensors are named in safetensors), with the bytes a name in a header
+ * list cannot carry percent-encoded (control bytes, non-ASCII, space, '%'
+ * and the separators ',' and '.').  The list is cut, ending in "...", past
+ * a couple of kilobytes.  A list, not the call: the codec and the
+ * parameter parser report into it without depending on http/. */
+void srv_codec_ignored_add(struct srv_buf *list, const char *pointer);
 
 /* Write the problem+json body of e into out. */
 int srv_codec_problem(const struct srv_err *e, struct srv_buf *out);
