@@ -2,6 +2,7 @@
  * util/ (every target links them). */
 #include "fuzz.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,4 +89,52 @@ void fuzz_check_error(const struct srv_err *err)
              "problem+json status differs from %d: %s", err->http, prob.data);
   json_decref(j);
   srv_buf_free(&prob);
+}
+
+double fuzz_narrow_value(int dtype, uint16_t h)
+{
+  int e = (h >> 10) & 31, m = h & 1023;
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  double v;
+
+  if (dtype != AB_DTYPE_F16) { /* bfloat16: the top half of a float32 */
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY)
+                                       : ldexp(m + 1024, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+int fuzz_is_nearest(int dtype, double v, uint16_t h)
+{
+  double d = fuzz_narrow_value(dtype, h), dist;
+  uint16_t sign = h & 0x8000, mag = h & 0x7fff;
+  int k;
+
+  if (isnan(v))
+    return isnan(d);
+  if (isinf(v))
+    return d == v;
+  if (isnan(d) || signbit(d) != signbit(v))
+    return 0;
+  if (isinf(d)) {
+    /* Overflow: |v| is at least the largest finite value plus half its
+     * spacing (that midpoint rounds to the even neighbour, infinity). */
+    double big = fuzz_narrow_value(dtype, (uint16_t)(mag - 1));
+    double below = fuzz_narrow_value(dtype, (uint16_t)(mag - 2));
+    return fabs(v) >= big + (big - below) / 2;
+  }
+  dist = fabs(v - d);
+  for (k = -1; k <= 1; k += 2) {
+    double nb;
+    if (k < 0 && mag == 0)
+      continue; /* at zero the other sign's neighbour is as far */
+    nb = fuzz_narrow_value(dtype, (uint16_t)(sign | (mag + k)));
+    if (!isnan(nb) &&
+        (fabs(v - nb) < dist || (fabs(v - nb) == dist && (h & 1))))
+      return 0;
+  }
+  return 1;
 }

@@ -29,63 +29,6 @@ static const enum ab_dtype g_dtypes[5] = {AB_DTYPE_F32, AB_DTYPE_F64,
 static const enum ab_dtype g_outs[4] = {AB_DTYPE_F32, AB_DTYPE_F64,
                                         AB_DTYPE_F16, AB_DTYPE_BF16};
 
-/* ---- this reader's own element decoding -------------------------------- */
-
-static double f16_value(uint16_t h)
-{
-  int e = (h >> 10) & 31, m = h & 1023;
-  double v = e == 0    ? ldexp(m, -24)
-             : e == 31 ? (m ? NAN : INFINITY)
-                       : ldexp(m + 1024, e - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-static double bf16_value(uint16_t h)
-{
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static double narrow_value(int dtype, uint16_t h)
-{
-  return dtype == AB_DTYPE_F16 ? f16_value(h) : bf16_value(h);
-}
-
-/* h (a float16 or bfloat16) is v rounded to nearest, ties to even. */
-static int is_nearest(int dtype, double v, uint16_t h)
-{
-  double d = narrow_value(dtype, h), dist;
-  uint16_t sign = h & 0x8000, mag = h & 0x7fff;
-  int k;
-
-  if (isnan(v))
-    return isnan(d);
-  if (isinf(v))
-    return d == v;
-  if (isnan(d) || signbit(d) != signbit(v))
-    return 0;
-  if (isinf(d)) {
-    /* Overflow: |v| is at least the largest finite value plus half its
-     * spacing (that midpoint rounds to the even neighbour, infinity). */
-    double big = narrow_value(dtype, (uint16_t)(mag - 1));
-    double below = narrow_value(dtype, (uint16_t)(mag - 2));
-    return fabs(v) >= big + (big - below) / 2;
-  }
-  dist = fabs(v - d);
-  for (k = -1; k <= 1; k += 2) {
-    double nb;
-    if (k < 0 && mag == 0)
-      continue; /* at zero the other sign's neighbour is as far */
-    nb = narrow_value(dtype, (uint16_t)(sign | (mag + k)));
-    if (!isnan(nb) &&
-        (fabs(v - nb) < dist || (fabs(v - nb) == dist && (h & 1))))
-      return 0;
-  }
-  return 1;
-}
-
 /* ---- the file ------------------------------------------------------------ */
 
 /* Parse the header dict: descr, fortran_order, shape.  Returns the rank,
@@ -156,7 +99,7 @@ static double as_double(int dtype, const unsigned char *p)
   switch (dtype) {
   case AB_DTYPE_F32: memcpy(&f, p, 4); return f;
   case AB_DTYPE_F64: memcpy(&x, p, 8); return x;
-  default: memcpy(&h, p, 2); return narrow_value(dtype, h);
+  default: memcpy(&h, p, 2); return fuzz_narrow_value(dtype, h);
   }
 }
 
@@ -193,7 +136,7 @@ static void check_file(const struct srv_call *c, const struct ab_tensor *t,
     } else if (to == AB_DTYPE_F16) {
       uint16_t h;
       memcpy(&h, out, 2);
-      FUZZ_CHECK(is_nearest(to, as_double(t->dtype, in), h),
+      FUZZ_CHECK(fuzz_is_nearest(to, as_double(t->dtype, in), h),
                  "element %lld: %.17g written as float16 0x%04x",
                  (long long)k, as_double(t->dtype, in), h);
     } else {

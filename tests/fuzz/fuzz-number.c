@@ -15,12 +15,15 @@
  *          the same digits when as many;
  *   2  a number token: the codec's reader (srv_codec__parse_number)
  *      accepts it exactly when jansson does, with the same value bits;
- *   3  the elements of a "data" array: the pre-scan's fast path (arrays of
- *      64 numbers or more read without jansson) gives the same tensor, or
- *      the same error, as jansson's tree. */
+ *   3  the elements of a tensor's "data" array, its dtype in bits 2-3
+ *      (float32, float64, float16, bfloat16): the pre-scan's fast path
+ *      (arrays of 64 numbers or more read without jansson) gives the same
+ *      tensor, or the same error, as jansson's tree, and each element is
+ *      jansson's number rounded once to the dtype. */
 #include "fuzz.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,19 +179,49 @@ static void check_token(const uint8_t *p, size_t n)
   free(s);
 }
 
-/* {"data": [elements]} read with the pre-scan lifting number arrays out
- * of the text, and without (a text parsed for no call); both trees read
- * through srv_codec_tensor. */
-static void check_lifted(const uint8_t *p, size_t n)
+/* The element a tensor of dtype must hold for the double v (read from the
+ * JSON text): v rounded once, to nearest; 0 when it is not. */
+static int holds(int dtype, const void *data, int64_t k, double v)
 {
-  static const char head[] = "{\"data\":[", tail[] = "]}";
-  size_t hl = sizeof head - 1, tl = sizeof tail - 1;
-  char *text = malloc(hl + n + tl);
+  float f;
+  double d;
+  uint16_t h;
+
+  switch (dtype) {
+  case AB_DTYPE_F64:
+    memcpy(&d, (const double *)data + k, 8);
+    return memcmp(&d, &v, 8) == 0 || (isnan(d) && isnan(v));
+  case AB_DTYPE_F32:
+    memcpy(&f, (const float *)data + k, 4);
+    return (f == (float)v && signbit(f) == signbit(v)) ||
+           (isnan(f) && isnan(v));
+  default:
+    memcpy(&h, (const uint16_t *)data + k, 2);
+    return fuzz_is_nearest(dtype, v, h);
+  }
+}
+
+/* {"t": {"dtype": D, "data": [elements], "shape": [n]}} (n: the commas +
+ * 1) read with the pre-scan lifting number arrays out of the text, and
+ * without (a text parsed for no call), both through srv_codec_tensor: the
+ * same tensor or the same error, word for word; and each element the
+ * number jansson read, rounded once to the dtype. */
+static void check_tensor(const uint8_t *p, size_t n, int dtype)
+{
+  char head[96], tail[48];
+  size_t hl, tl, i, commas = 0;
+  char *text;
   struct srv_call c[2];
   struct srv_err err[2];
   struct ab_tensor t[2];
   int r[2], k;
 
+  for (i = 0; i < n; i++)
+    commas += p[i] == ',';
+  hl = (size_t)snprintf(head, sizeof head, "{\"t\":{\"dtype\":\"%s\",\"data\":[",
+                        ab_dtype_name((enum ab_dtype)dtype));
+  tl = (size_t)snprintf(tail, sizeof tail, "],\"shape\":[%zu]}}", commas + 1);
+  text = malloc(hl + n + tl);
   FUZZ_CHECK(text != NULL, "out of memory");
   memcpy(text, head, hl);
   memcpy(text + hl, p, n);
@@ -201,17 +234,31 @@ static void check_lifted(const uint8_t *p, size_t n)
     c[k].params = srv_codec__parse_object(k ? NULL : &c[k], text,
                                           c[k].body_len, "the request body",
                                           &err[k]);
-    r[k] = c[k].params ? srv_codec_tensor(&c[k], "data", 1, &t[k], &err[k])
+    r[k] = c[k].params ? srv_codec_tensor(&c[k], "t", 1, &t[k], &err[k])
                        : -1;
   }
   FUZZ_CHECK(r[0] == r[1], "fast path %d, jansson %d (%s | %s)", r[0], r[1],
              err[0].detail, err[1].detail);
   if (r[0] == 1) {
-    int64_t m = ab_tensor_numel(&t[0]);
+    const json_t *arr = json_object_get(json_object_get(c[1].params, "t"),
+                                        "data");
+    int64_t m = ab_tensor_numel(&t[0]), e;
     size_t es = ab_dtype_size((enum ab_dtype)t[0].dtype);
     FUZZ_CHECK(m == ab_tensor_numel(&t[1]) && t[0].dtype == t[1].dtype &&
                    memcmp(t[0].data, t[1].data, (size_t)m * es) == 0,
                "the fast path reads other values than jansson");
+    FUZZ_CHECK(t[0].dtype == dtype && m == (int64_t)json_array_size(arr),
+               "a %s tensor of %lld elements from %zu numbers",
+               ab_dtype_name((enum ab_dtype)t[0].dtype), (long long)m,
+               json_array_size(arr));
+    for (e = 0; e < m; e++) {
+      double v;
+      FUZZ_CHECK(srv_codec_number(json_array_get(arr, (size_t)e), &v) == 0,
+                 "element %lld is not a number", (long long)e);
+      FUZZ_CHECK(holds(dtype, t[0].data, e, v),
+                 "element %lld: %.17g is not stored as %s rounded once",
+                 (long long)e, v, ab_dtype_name((enum ab_dtype)dtype));
+    }
   } else {
     FUZZ_CHECK(err[0].http == err[1].http &&
                    strcmp(err[0].field, err[1].field) == 0 &&
@@ -250,9 +297,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (token_bytes(data + 1, size - 1))
       check_token(data + 1, size - 1);
     break;
-  default:
-    check_lifted(data + 1, size - 1);
+  default: {
+    static const int dtypes[4] = {AB_DTYPE_F32, AB_DTYPE_F64, AB_DTYPE_F16,
+                                  AB_DTYPE_BF16};
+    check_tensor(data + 1, size - 1, dtypes[(data[0] >> 2) & 3]);
     break;
+  }
   }
   return 0;
 }

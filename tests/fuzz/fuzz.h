@@ -65,4 +65,10 @@ int fuzz_call_run(struct srv_call *c, struct srv_err *err);
  * ignored-fields list is header-safe. */
 void fuzz_check_answer(const struct srv_call *c);
 
+/* This file's own reading of float16 and bfloat16 (dtype AB_DTYPE_F16 or
+ * AB_DTYPE_BF16) bits, and whether h is v rounded to nearest, ties to even
+ * (overflow to infinity, NaN kept, the sign of zero kept). */
+double fuzz_narrow_value(int dtype, uint16_t h);
+int fuzz_is_nearest(int dtype, double v, uint16_t h);
+
 #endif /* ATTNBIAS_FUZZ_H */

@@ -506,6 +506,24 @@ TEST(codec_tensor_data_form_dtypes)
   CHECK_EQ_I64(((uint16_t *)t.data)[0], 0x3c00);
   CHECK_EQ_I64(((uint16_t *)t.data)[1], 0xfc00);
   call_free(&c);
+  /* Rounded once from the double: 1 + 2^-11 + 2^-40 is past the tie, so
+   * float16 1 + 2^-10 (0x3c01), and 1 + 2^-8 + 2^-40 gives bfloat16
+   * 1 + 2^-7 (0x3f81).  Through float32 both landed on the tie and went
+   * to 1 (found by fuzz-number). */
+  CHECK_EQ_I64(decode_tensor(&c,
+                             "{\"x\": {\"shape\": [2], \"dtype\": \"float16\","
+                             " \"data\": [1.0004882812509095, "
+                             "-1.0004882812509095]}}",
+                             "x", &t, &err), 1);
+  CHECK_EQ_I64(((uint16_t *)t.data)[0], 0x3c01);
+  CHECK_EQ_I64(((uint16_t *)t.data)[1], 0xbc01);
+  call_free(&c);
+  CHECK_EQ_I64(decode_tensor(&c,
+                             "{\"x\": {\"shape\": [1], \"dtype\": \"bfloat16\","
+                             " \"data\": [1.0039062500009095]}}",
+                             "x", &t, &err), 1);
+  CHECK_EQ_I64(((uint16_t *)t.data)[0], 0x3f81);
+  call_free(&c);
   /* Nested data with a matching count is accepted as the flat order. */
   CHECK_EQ_I64(decode_tensor(&c,
                              "{\"x\": {\"shape\": [4], \"data\": [[1, 2], "
