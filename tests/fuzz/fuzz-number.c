@@ -201,6 +201,28 @@ static int holds(int dtype, const void *data, int64_t k, double v)
   }
 }
 
+/* The numbers of j (nested arrays in row-major order: "data" may nest
+ * when the count matches) against the elements of t from *k on. */
+static void check_leaves(const json_t *j, int dtype, const struct ab_tensor *t,
+                         int64_t *k)
+{
+  double v;
+  size_t i;
+
+  if (json_is_array(j)) {
+    for (i = 0; i < json_array_size(j); i++)
+      check_leaves(json_array_get(j, i), dtype, t, k);
+    return;
+  }
+  FUZZ_CHECK(srv_codec_number(j, &v) == 0, "element %lld is not a number",
+             (long long)*k);
+  FUZZ_CHECK(*k < ab_tensor_numel(t), "more numbers than elements");
+  FUZZ_CHECK(holds(dtype, t->data, *k, v),
+             "element %lld: %.17g is not stored as %s rounded once",
+             (long long)*k, v, ab_dtype_name((enum ab_dtype)dtype));
+  (*k)++;
+}
+
 /* {"t": {"dtype": D, "data": [elements], "shape": [n]}} (n: the commas +
  * 1) read with the pre-scan lifting number arrays out of the text, and
  * without (a text parsed for no call), both through srv_codec_tensor: the
@@ -247,18 +269,12 @@ static void check_tensor(const uint8_t *p, size_t n, int dtype)
     FUZZ_CHECK(m == ab_tensor_numel(&t[1]) && t[0].dtype == t[1].dtype &&
                    memcmp(t[0].data, t[1].data, (size_t)m * es) == 0,
                "the fast path reads other values than jansson");
-    FUZZ_CHECK(t[0].dtype == dtype && m == (int64_t)json_array_size(arr),
-               "a %s tensor of %lld elements from %zu numbers",
+    e = 0;
+    check_leaves(arr, dtype, &t[0], &e);
+    FUZZ_CHECK(t[0].dtype == dtype && e == m,
+               "a %s tensor of %lld elements from %lld numbers",
                ab_dtype_name((enum ab_dtype)t[0].dtype), (long long)m,
-               json_array_size(arr));
-    for (e = 0; e < m; e++) {
-      double v;
-      FUZZ_CHECK(srv_codec_number(json_array_get(arr, (size_t)e), &v) == 0,
-                 "element %lld is not a number", (long long)e);
-      FUZZ_CHECK(holds(dtype, t[0].data, e, v),
-                 "element %lld: %.17g is not stored as %s rounded once",
-                 (long long)e, v, ab_dtype_name((enum ab_dtype)dtype));
-    }
+               (long long)e);
   } else {
     FUZZ_CHECK(err[0].http == err[1].http &&
                    strcmp(err[0].field, err[1].field) == 0 &&
