@@ -74,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_check_answer(&c);
   else
     fuzz_check_error(&err);
+  fuzz_check_ignored(&c);
   fuzz_call_free(&c);
   return 0;
 }

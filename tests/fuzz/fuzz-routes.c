@@ -100,7 +100,14 @@ void fuzz_check_answer(const struct srv_call *c)
     FUZZ_CHECK(j != NULL, "the JSON answer does not parse: %s", je.text);
     json_decref(j);
   }
-  for (i = 0; i < (int)c->ignored.len; i++)
+  fuzz_check_ignored(c);
+}
+
+void fuzz_check_ignored(const struct srv_call *c)
+{
+  size_t i;
+
+  for (i = 0; i < c->ignored.len; i++)
     FUZZ_CHECK(c->ignored.data[i] > 0x20 && c->ignored.data[i] < 0x7f,
                "byte 0x%02x in the ignored list %s",
                (unsigned char)c->ignored.data[i], c->ignored.data);

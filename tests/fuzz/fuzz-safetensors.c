@@ -152,6 +152,7 @@ static char *serve(const struct srv_route *route, const char *body,
   } else if (!avail) {
     fuzz_check_error(&err);
   }
+  fuzz_check_ignored(&c);
   fuzz_call_free(&c);
   return a;
 }

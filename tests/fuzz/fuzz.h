@@ -61,9 +61,12 @@ int fuzz_call_run(struct srv_call *c, struct srv_err *err);
 
 /* After fuzz_call_run succeeded: the answer stays within a small multiple
  * of the output budget and the jobs' flops within the flop budget (the
- * handlers' estimates bound the work), a JSON answer parses, and the
- * ignored-fields list is header-safe. */
+ * handlers' estimates bound the work), a JSON answer parses, and
+ * fuzz_check_ignored holds. */
 void fuzz_check_answer(const struct srv_call *c);
+/* The ignored-fields list (X-Attnbias-Ignored, sent with answers and
+ * refusals alike) holds only bytes a header value may carry. */
+void fuzz_check_ignored(const struct srv_call *c);
 
 /* This file's own reading of float16 and bfloat16 (dtype AB_DTYPE_F16 or
  * AB_DTYPE_BF16) bits, and whether h is v rounded to nearest, ties to even
