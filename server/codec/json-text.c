@@ -520,6 +520,10 @@ static int prescan(struct scan *s, const char *what, struct srv_err *err)
       pos = end + 1;
       break;
     case '[':
+      /* The depth bound first: an array past it is refused whether or
+       * not it could be lifted, as on the path without lifting. */
+      if (depth == SRV_CODEC_MAX_DEPTH)
+        return depth_error(s, fr, depth, pos, what, err);
       r = 0;
       if (s->c && depth && fr[depth - 1].obj && !fr[depth - 1].want_key &&
           fr[depth - 1].klen == 4 &&
