@@ -653,6 +653,25 @@ static size_t orig_offset(const struct scan *s, size_t pos)
   return pos + shift;
 }
 
+/* Line and column of byte off of text, counted the way jansson counts
+ * them (columns in characters, 0 after a newline). */
+static void text_line_col(const char *text, size_t off, size_t *line,
+                          size_t *col)
+{
+  size_t i;
+
+  *line = 1;
+  *col = 0;
+  for (i = 0; i < off; i++) {
+    if (text[i] == '\n') {
+      (*line)++;
+      *col = 0;
+    } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+      (*col)++;
+    }
+  }
+}
+
 json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
                                 size_t len, const char *what,
                                 struct srv_err *err)
@@ -660,7 +679,22 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
   struct scan s;
   json_error_t je;
   json_t *j;
-  size_t flags = JSON_REJECT_DUPLICATES, off, i, line, col;
+  const char *nul;
+  size_t flags = JSON_REJECT_DUPLICATES, off, line, col;
+
+  /* JSON text holds no NUL byte, but jansson takes one that follows a
+   * number as the end of the token and then passes over it, so
+   * {"a": [1<NUL>, 2]} would be read as [1, 2] -- and its errors placed a
+   * column apart with lifted arrays and without.  Refused here, at its
+   * byte. */
+  nul = memchr(text, '\0', len);
+  if (nul) {
+    off = (size_t)(nul - text);
+    text_line_col(text, off, &line, &col);
+    srv_fail(err, 400, NULL, "%s is not valid JSON: a NUL byte (line %zu, "
+             "column %zu, byte %zu)", what, line, col, off);
+    return NULL;
+  }
 
   memset(&s, 0, sizeof s);
   s.c = c;
@@ -689,16 +723,7 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
       off = orig_offset(&s, off);
       if (off > len)
         off = len;
-      line = 1;
-      col = 0;
-      for (i = 0; i < off; i++) {
-        if (text[i] == '\n') {
-          line++;
-          col = 0;
-        } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
-          col++;
-        }
-      }
+      text_line_col(text, off, &line, &col);
     }
     free(s.lifts);
     srv_fail(err, 400, NULL, "%s is not valid JSON: %s (line %zu, column %zu, "
