@@ -7,6 +7,8 @@
 #   make asan       tests under ASan+UBSan    make install  PREFIX=/usr/local
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (TARGET=one of them;
 #                   see "fuzzing" below and docs/internals/fuzzing.md)
+#   make image      container image (podman)  make image-test  build + exercise it
+#   make soak       a minute of overload (README "Reliability")
 
 CC      ?= cc
 OPT     ?= -O2
@@ -41,7 +43,7 @@ STEST_SRC := $(wildcard tests/runner/*.c) $(SUNIT)
 STEST_OBJ := $(STEST_SRC:%.c=$(BUILD)/%.o)
 SRV_LIB_OBJ := $(filter-out $(BUILD)/$(SRV_MAIN:%.c=%.o),$(SRV_OBJ))
 
-SRV_PKGS  = libmicrohttpd jansson libuv libpng
+SRV_PKGS  = libmicrohttpd jansson libuv libpng gnutls
 SRV_CFLAGS = $(shell pkg-config --cflags $(SRV_PKGS) 2>/dev/null)
 SRV_LIBS   = $(shell pkg-config --libs $(SRV_PKGS) 2>/dev/null)
 
@@ -51,9 +53,10 @@ LIB_PC = $(BUILD)/attnbias.pc
 SERVER = $(BUILD)/attnbiasd
 TESTS  = $(BUILD)/tests/run
 STESTS = $(BUILD)/tests/run-server
+SOAK_BIN = $(BUILD)/bench/soak
 
 .PHONY: all lib server test test-unit test-http test-isa run bench deps \
-        asan install clean
+        npm-deps asan install clean
 all: lib $(if $(SRV_SRC),server)
 lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
 server: $(SERVER)
@@ -84,9 +87,32 @@ $(DEPS_STAMP): docker/packages-build.txt docker/packages-runtime.txt
 	  else echo "missing Debian packages:$$missing (apt-get install them)"; \
 	    exit 1; fi; fi; touch $@
 
+# ---- npm: test tools pinned by committed lockfiles ---------------------------
+# Each directory of NPM_DIRS is an npm project of tests (tests/clients: the
+# OpenAPI linters and TypeScript client generators; tests/k8s: the
+# Kubernetes schema validator).  `make test` runs `npm ci` in one when its
+# node_modules is missing or its lockfile changed (the stamp is the lockfile
+# as installed), offline thereafter.  Without npm, root on Debian installs
+# Debian's nodejs and npm first; otherwise the build stops and says so.
+NPM_DIRS   = tests/clients tests/k8s
+NPM_STAMPS = $(NPM_DIRS:%=%/node_modules/.package-lock.attnbias)
+npm-deps: $(NPM_STAMPS)
+%/node_modules/.package-lock.attnbias: %/package.json %/package-lock.json | $(DEPS_STAMP)
+	@command -v npm >/dev/null || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing: nodejs npm"; \
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -q nodejs npm \
+	      >$(BUILD)/apt-npm.log 2>&1 || { cat $(BUILD)/apt-npm.log; exit 1; }; \
+	  else echo "npm is missing (apt-get install nodejs npm)"; exit 1; fi
+	@echo "npm ci in $*"
+	@(cd $* && npm ci --no-audit --no-fund) >$(BUILD)/npm-$(notdir $*).log 2>&1 \
+	  || { cat $(BUILD)/npm-$(notdir $*).log; exit 1; }
+	@cp $*/package-lock.json $@
+
 # ---- compile --------------------------------------------------------------
 $(BUILD)/lib/src/kernels/x86/%avx2.o:   FLAGS_ISA = $(ISA_avx2)
 $(BUILD)/lib/src/kernels/x86/%avx512.o: FLAGS_ISA = $(ISA_avx512)
+$(BUILD)/lib/src/kernels/x86/%avx512bf16.o: FLAGS_ISA = $(ISA_avx512) -mavx512bf16
 
 $(BUILD)/lib/%.o: lib/%.c
 	@mkdir -p $(@D)
@@ -99,6 +125,8 @@ $(BUILD)/server/%.o: server/%.c | $(DEPS_STAMP)
 # The OpenAPI document is embedded in the binary (.incbin in health.c, path
 # relative to this directory); -MMD cannot see that dependency.
 $(BUILD)/server/handlers/health.o: api/openapi.yaml
+# Likewise the model presets (.incbin in presets.c, listed in presets.def).
+$(BUILD)/server/handlers/presets.o: $(wildcard models/*.json)
 
 $(BUILD)/tests/server/%.o: tests/server/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -134,7 +162,8 @@ $(STESTS): $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A)
 run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
-test: $(DEPS_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS)) fuzz-build
+test: $(DEPS_STAMP) npm-deps all $(TESTS) $(if $(SUNIT),$(STESTS)) $(SOAK_BIN) \
+      fuzz-build
 	@tests/run-all.sh $(BUILD) $(PYTHON) $(FUZZ_BUILD)
 
 test-unit: $(TESTS)
@@ -155,9 +184,11 @@ asan:
 # `make bench` builds bench/ at -O2 and links it with the normal library
 # objects (the library itself is never built with -march=native), builds the
 # server and the bare libmicrohttpd yardstick, then prints the table and
-# writes bench/results.json.  BENCH_QUICK=1 for a fast smoke run;
-# `make bench-deps` installs the optional peer (python3-torch + OpenBLAS), wrk.
-BENCH_SRC   := $(filter-out bench/bare-server.c,$(wildcard bench/*.c))
+# writes bench/results.json.  BENCH_QUICK=1 for a fast smoke run.  It
+# first installs what it measures with (bench-deps: wrk for the service
+# rows, Debian's python3-torch with OpenBLAS for the torch peer) when run
+# as root, like `make test`.
+BENCH_SRC   := $(filter-out bench/bare-server.c bench/soak.c,$(wildcard bench/*.c))
 BENCH_OBJ   := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_BIN    = $(BUILD)/bench/bench
 BARE_BIN     = $(BUILD)/bench/bare-server
@@ -169,7 +200,7 @@ BENCH_CFLAGS = $(BASE_CFLAGS) -O2 -Iserver $(SRV_CFLAGS) \
                -DBENCH_HAVE_CODEC=$(BENCH_CODEC)
 
 $(BUILD)/bench/probe-avx2.o:   FLAGS_ISA = -mavx2 -mfma
-$(BUILD)/bench/probe-avx512.o: FLAGS_ISA = -mavx512f -mfma
+$(BUILD)/bench/probe-avx512.o: FLAGS_ISA = -mavx512f -mfma -mavx512bf16
 
 $(BUILD)/bench/%.o: bench/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -192,33 +223,56 @@ $(BARE_BIN): bench/bare-server.c | $(DEPS_STAMP)
 	  $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
 .PHONY: bench-deps
-bench: $(DEPS_STAMP) $(BENCH_BIN) $(BARE_BIN) $(if $(SRV_SRC),$(SERVER))
+bench: bench-deps $(DEPS_STAMP) $(BENCH_BIN) $(BARE_BIN) $(if $(SRV_SRC),$(SERVER))
 	$(BENCH_BIN) --server $(SERVER) --bare $(BARE_BIN) \
 	  --torch bench/torch_bench.py --python $(PYTHON) --lua bench/post.lua \
 	  --out bench/results.json
 
-# Optional bench peers, as root: Debian's python3-torch (1.13) with OpenBLAS
-# (without it torch runs on the reference BLAS, a strawman), and wrk.
+# The bench's tools, as root: Debian's python3-torch (1.13) with OpenBLAS
+# (without it torch runs on the reference BLAS, a strawman; the pthread
+# build, whose threads torch's thread count governs), and wrk.  apt waits
+# for a lock other users of the machine hold.  Not root: says what is
+# missing, and the bench skips those rows with a clear line.
 bench-deps:
 	@missing=""; \
 	$(PYTHON) -c 'import torch' 2>/dev/null || missing="$$missing python3-torch"; \
-	dpkg-query -W -f='$${Status}' libopenblas0-openmp 2>/dev/null | \
-	  grep -q 'ok installed' || missing="$$missing libopenblas0-openmp"; \
+	dpkg-query -W -f='$${Status}' libopenblas0-pthread 2>/dev/null | \
+	  grep -q 'ok installed' || missing="$$missing libopenblas0-pthread"; \
 	command -v wrk >/dev/null || missing="$$missing wrk"; \
-	if [ -z "$$missing" ]; then echo "bench peers present"; \
+	if [ -z "$$missing" ]; then echo "bench tools present (wrk, python3-torch, libopenblas0-pthread)"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "installing:$$missing"; \
-	  apt-get install -y -q $$missing || \
-	    (apt-get update -q && apt-get install -y -q $$missing); \
-	else echo "missing:$$missing (apt-get install them as root)"; exit 1; fi
+	  $(APT_GET) install -y -q $$missing || \
+	    ($(APT_GET) update -q && $(APT_GET) install -y -q $$missing); \
+	else echo "missing:$$missing (not root: install them with apt-get; the bench skips what needs them)"; fi
+
+# ---- soak -------------------------------------------------------------------
+# `make soak`: a minute of overload against attnbiasd on loopback
+# (bench/soak.c; README "Reliability"): capacity measured first, then
+# SOAK_CONNECTIONS connections offered SOAK_FACTOR times it for SOAK_SECONDS;
+# prints a table, writes bench/soak.json, exits 1 on any failure.
+SOAK_SECONDS     ?= 60
+SOAK_CONNECTIONS ?= 256
+SOAK_FACTOR      ?= 2
+SOAK_OBJ          = $(addprefix $(BUILD)/bench/,soak.o common.o pool.o)
+
+$(SOAK_BIN): $(SOAK_OBJ) $(LIB_A)
+	$(CC) -pthread $(LDFLAGS) -o $@ $^ -lm
+
+.PHONY: soak
+soak: $(DEPS_STAMP) $(SERVER) $(SOAK_BIN)
+	$(SOAK_BIN) --server $(SERVER) --seconds $(SOAK_SECONDS) \
+	  --connections $(SOAK_CONNECTIONS) --factor $(SOAK_FACTOR) \
+	  --out bench/soak.json
 
 # ---- fuzzing ----------------------------------------------------------------
 # One libFuzzer target per parser of client input, each a file of tests/fuzz/
 # defining LLVMFuzzerTestOneInput (docs/internals/fuzzing.md):
 #   codec            request decoding (Content-Type, Accept, JSON, safetensors),
 #                    tensors by path, the answer in every format, problem+json
-#   params-<route>   one route's parameters from JSON: decode, prepare (tables,
-#                    budgets), run, finish, encode -- encodings, rope, bias,
+#   params-<route>   one route's parameters from JSON: decode, the model
+#                    config step, prepare (tables, budgets), run, finish,
+#                    encode -- encodings, rope, bias,
 #                    attention (one fuzz-params.c, built once per route)
 #   safetensors      safetensors bodies: header, __metadata__.params, a route's
 #                    prepare (also on a partly arrived body), answer round trip
@@ -226,7 +280,8 @@ bench-deps:
 #   b64              base64: the strict decoder, the canonical round trip
 #   number           float32/float64 formatters round-trip bit-exactly; the
 #                    JSON number reader agrees with jansson
-#   png              the PNG heatmap on any shape and values, read by libpng
+#   png              the PNG heatmap on any shape, panels and values, read by
+#                    libpng
 # Each is linked twice from the same objects, so a missing symbol fails both:
 #   $(BUILD)/fuzz/<t>       with tests/fuzz/standalone.c, any compiler: replays
 #                           inputs (make test replays every corpus with it)
@@ -258,10 +313,12 @@ FUZZ_MAIN    ?= $(BUILD)/tests/fuzz/standalone.o
 FUZZ_LDFLAGS ?=
 FUZZ_CODEC_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard server/codec/*.c) \
                    server/util/arena.c server/util/buf.c server/util/err.c)
+FUZZ_MODEL_OBJ = $(patsubst %.c,$(BUILD)/server/handlers/%.o,config.c \
+                   config-keys.c presets.c) $(BUILD)/server/util/log.o
 FUZZ_ROUTE_OBJ = $(patsubst %.c,$(BUILD)/%.o,server/util/config.c \
-                   $(addprefix server/handlers/,params.c output.c \
-                     encodings.c rope.c bias.c attention.c)) \
-                 $(BUILD)/tests/fuzz/fuzz-routes.o
+                   $(addprefix server/handlers/,params.c output.c picture.c \
+                     config-apply.c encodings.c rope.c bias.c attention.c)) \
+                 $(FUZZ_MODEL_OBJ) $(BUILD)/tests/fuzz/fuzz-routes.o
 fuzz_objs = $(BUILD)/tests/fuzz/fuzz-$(1).o $(BUILD)/tests/fuzz/fuzz-common.o \
             $(FUZZ_CODEC_OBJ) \
             $(if $(filter params-% safetensors,$(1)),$(FUZZ_ROUTE_OBJ))
@@ -354,6 +411,23 @@ fuzz-merge:
 	  ls $(FUZZ_BUILD)/merge/$$t-* >/dev/null 2>&1 && echo "fuzz-merge" \
 	    "$$t: inputs that crash were left out: $(FUZZ_BUILD)/merge/$$t-*"; \
 	  done; true
+
+# ---- the container image (podman; docker/podman.py) -------------------------
+# `make image` builds docker/Dockerfile as localhost/attnbias:latest;
+# `make image-test` builds it under a throwaway tag and exercises the image
+# (tests/image/test_image.py); `make scale-test` runs three replicas behind
+# HAProxy through a rolling restart (tests/image/scale_test.py).  Each
+# installs podman, runc and debootstrap (and HAProxy) when run as root, and
+# makes the Debian base image once.
+.PHONY: image image-test scale-test
+image:
+	$(PYTHON) docker/podman.py image --tag localhost/attnbias:latest
+
+image-test: $(DEPS_STAMP)
+	$(PYTHON) tests/image/test_image.py
+
+scale-test: $(DEPS_STAMP)
+	$(PYTHON) tests/image/scale_test.py
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

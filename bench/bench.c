@@ -7,11 +7,13 @@
  * results.json (shape documented in bench/README.md).
  *
  *   bench [--threads N] [--quick]
- *         [--only attention,rope,bias,encoding,codec,service]
- *         [--out FILE] [--server attnbiasd] [--bare bare-server]
+ *         [--only attention,decode,long,rope,bias,encoding,codec,service]
+ *         [--out FILE] [--attn-shapes HxNxd,...]
+ *         [--server attnbiasd] [--bare bare-server]
  *         [--torch torch_bench.py] [--lua post.lua] [--python PY]
  *         [--http-seconds S]
- * Environment: BENCH_QUICK=1, BENCH_THREADS=N, BENCH_ONLY=list. */
+ * Environment: BENCH_QUICK=1, BENCH_THREADS=N, BENCH_ONLY=list,
+ * BENCH_ATTN_SHAPES=list. */
 #include "bench.h"
 
 #include <errno.h>
@@ -26,48 +28,6 @@
 #include <unistd.h>
 
 struct bench_opts g_opt;
-
-/* ==== child processes: always killed, even on Ctrl-C =================== */
-
-#define MAX_CHILDREN 16
-static volatile pid_t g_children[MAX_CHILDREN];
-
-void bench_child_add(pid_t pid)
-{
-  int i;
-
-  for (i = 0; i < MAX_CHILDREN; i++)
-    if (g_children[i] == 0) {
-      g_children[i] = pid;
-      return;
-    }
-}
-
-void bench_child_remove(pid_t pid)
-{
-  int i;
-
-  for (i = 0; i < MAX_CHILDREN; i++)
-    if (g_children[i] == pid)
-      g_children[i] = 0;
-}
-
-/* Async-signal-safe: only kill(2). */
-static void kill_children(void)
-{
-  int i;
-
-  for (i = 0; i < MAX_CHILDREN; i++)
-    if (g_children[i] > 0)
-      kill(g_children[i], SIGKILL);
-}
-
-static void on_signal(int sig)
-{
-  kill_children();
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
 
 /* ==== options ============================================================ */
 
@@ -102,12 +62,16 @@ static void usage(FILE *f)
 {
   fprintf(f,
           "usage: bench [--threads N] [--quick] [--only LIST] [--out FILE]\n"
+          "             [--attn-shapes HxNxd,...]\n"
           "             [--server attnbiasd] [--bare bare-server]\n"
           "             [--torch torch_bench.py] [--lua post.lua]\n"
           "             [--python PY] [--http-seconds S]\n"
-          "LIST: comma-separated of attention,rope,bias,encoding,codec,service "
+          "LIST: comma-separated of attention,decode,long,rope,bias,encoding,"
+          "codec,service "
           "(none: probes only)\n"
-          "env: BENCH_QUICK=1, BENCH_THREADS=N, BENCH_ONLY=LIST\n");
+          "--attn-shapes: only these attention shapes (e.g. 32x2048x128)\n"
+          "env: BENCH_QUICK=1, BENCH_THREADS=N, BENCH_ONLY=LIST, "
+          "BENCH_ATTN_SHAPES\n");
 }
 
 static void parse_opts(int argc, char **argv)
@@ -126,6 +90,8 @@ static void parse_opts(int argc, char **argv)
     g_opt.threads = atoi(e);
   if ((e = getenv("BENCH_ONLY")) && *e)
     g_opt.only = e;
+  if ((e = getenv("BENCH_ATTN_SHAPES")) && *e)
+    g_opt.attn_shapes = e;
   for (i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -136,6 +102,8 @@ static void parse_opts(int argc, char **argv)
       g_opt.threads = atoi(v);
     else if (TAKE("--only"))
       g_opt.only = v;
+    else if (TAKE("--attn-shapes"))
+      g_opt.attn_shapes = v;
     else if (TAKE("--out"))
       g_opt.out = v;
     else if (TAKE("--server"))
@@ -161,9 +129,9 @@ static void parse_opts(int argc, char **argv)
 #undef TAKE
   }
   if (g_opt.only) {
-    static const char *const known[] = {"attention", "rope",    "bias",
-                                        "encoding",  "codec",   "service",
-                                        "none"};
+    static const char *const known[] = {"attention", "decode", "long",
+                                        "rope",      "bias",   "encoding",
+                                        "codec",     "service", "none"};
     const char *p = g_opt.only;
 
     /* A typo would silently skip everything: name it instead. */
@@ -346,8 +314,17 @@ int res_write(const char *path, const struct bench_machine *m,
     fprintf(stderr, "bench: cannot write %s: %s\n", path, strerror(errno));
     return -1;
   }
-  fprintf(f, "{\n  \"machine\": {\"fma_gflops\": ");
+  fprintf(f, "{\n  \"machine\": {\"cpu_model\": ");
+  json_string(f, m->cpu_model);
+  fprintf(f, ", \"avx512f\": %s, \"avx512_bf16\": %s, \"avx512_fp16\": %s, "
+             "\"amx\": %s, \"fma_gflops\": ",
+          m->avx512f ? "true" : "false", m->avx512_bf16 ? "true" : "false",
+          m->avx512_fp16 ? "true" : "false", m->amx ? "true" : "false");
   json_number(f, m->fma_gflops);
+  fprintf(f, ", \"bf16_dot_gflops\": ");
+  json_number(f, m->bf16_dot_gflops);
+  fprintf(f, ", \"bf16_dot_vs_fma\": ");
+  json_number(f, m->bf16_dot_vs_fma);
   fprintf(f, ", \"triad_gbs\": ");
   json_number(f, m->triad_gbs);
   fprintf(f, ", \"nt_store_gbs\": ");
@@ -393,11 +370,7 @@ int main(int argc, char **argv)
   int rc = 0;
 
   parse_opts(argc, argv);
-  signal(SIGPIPE, SIG_IGN); /* a dying server must not kill the bench */
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
-  signal(SIGHUP, on_signal);
-  atexit(kill_children);
+  bench_children_guard();
   setvbuf(stdout, NULL, _IOLBF, 0);
 
   printf("attnbias %s bench: kernels %s, %d threads%s\n", ab_version(),
@@ -405,6 +378,10 @@ int main(int argc, char **argv)
   printf("times are medians of interleaved repetitions (min-max in "
          "brackets); %% are of this run's probes\n");
 
+  bench_cpu_describe(&m);
+  printf("machine: %s; avx512f %s, avx512_bf16 %s, avx512_fp16 %s, amx %s\n",
+         m.cpu_model, m.avx512f ? "yes" : "no", m.avx512_bf16 ? "yes" : "no",
+         m.avx512_fp16 ? "yes" : "no", m.amx ? "yes" : "no");
   pool = bench_pool_new(g_opt.threads);
   bench_probes(pool, &m);
 
@@ -415,6 +392,10 @@ int main(int argc, char **argv)
 
   if (bench_want("attention"))
     bench_attention(pool);
+  if (bench_want("decode"))
+    bench_decode(pool);
+  if (bench_want("long"))
+    bench_long(pool);
   if (bench_want("rope"))
     bench_rope(pool);
   peer_stop();
@@ -428,9 +409,10 @@ int main(int argc, char **argv)
     bench_service(pool);
 
   bench_probes_done(&m);
-  printf("\nmachine (best repetitions of the run): FMA %.1f GFLOP/s, triad "
-         "%.1f GB/s, NT-store triad %.1f GB/s\n",
-         m.fma_gflops, m.triad_gbs, m.nt_store_gbs);
+  printf("\nmachine (best repetitions of the run): %s; FMA %.1f GFLOP/s, "
+         "bf16 dot %.1f GFLOP/s, triad %.1f GB/s, NT-store triad %.1f GB/s\n",
+         m.cpu_model, m.fma_gflops, m.bf16_dot_gflops, m.triad_gbs,
+         m.nt_store_gbs);
   bench_pool_free(pool);
   if (res_write(g_opt.out, &m, ab_isa_name()) == 0)
     printf("\nwrote %s (%d entries) in %.0f s\n", g_opt.out, g_res_count,

@@ -19,6 +19,7 @@ struct bench_opts {
   int threads;            /* pool size, also the probes' thread count */
   int quick;              /* BENCH_QUICK=1 / --quick: a fast smoke run */
   const char *only;       /* comma list of sections, NULL: all */
+  const char *attn_shapes; /* HxNxd list for the attention section, NULL: all */
   const char *out;        /* results.json path */
   const char *server;     /* attnbiasd binary, or NULL */
   const char *bare;       /* bare-server binary, or NULL */
@@ -29,10 +30,31 @@ struct bench_opts {
 };
 extern struct bench_opts g_opt;
 
+/* ======================================================================
+ * child processes and files (common.c, shared with the soak)
+ * ====================================================================== */
 /* Processes the bench started (servers, wrk, the torch peer): registered
  * so that they are killed even when the bench is interrupted. */
 void bench_child_add(pid_t pid);
 void bench_child_remove(pid_t pid);
+/* Ignore SIGPIPE; on SIGINT/SIGTERM/SIGHUP and at exit, kill every
+ * registered child. */
+void bench_children_guard(void);
+/* Start argv with stdout and stderr sent to files and no other descriptor
+ * of ours; the child dies with us (PR_SET_PDEATHSIG) even if we are killed
+ * hard.  Registered; -1 when fork fails. */
+pid_t bench_spawn(char *const argv[], const char *out, const char *err);
+/* Wait up to timeout seconds: 1 and *status when it exited, 0 if not. */
+int bench_wait(pid_t pid, double timeout, int *status);
+/* SIGTERM, SIGKILL after timeout s; the wait status, -1 if it was killed. */
+int bench_stop(pid_t pid, double timeout);
+/* A whole file, NUL-terminated (malloc'd; *len its size), or NULL. */
+char *bench_slurp(const char *path, size_t *len);
+int bench_write_file(const char *path, const void *p, size_t n);
+/* The port a server printed for --port 0: the number after "host:" (as in
+ * "listening on http://127.0.0.1:40123"), after the word "port", or a line
+ * that is only a number.  0 when none is there yet. */
+int bench_parse_port(const char *text);
 
 /* 1 when section `name` is selected by --only (or no --only given). */
 int bench_want(const char *name);
@@ -87,7 +109,13 @@ enum ab_status bench_pool_job(struct bench_pool *p, const ab_job_t *job);
 enum bench_ceiling { BENCH_CEIL_FMA, BENCH_CEIL_TRIAD, BENCH_CEIL_NT };
 
 struct bench_machine {
+  char cpu_model[128]; /* /proc/cpuinfo's model name */
+  /* the flags that decide which kernels run: avx512f, avx512_bf16,
+   * avx512_fp16, amx (amx_tile) */
+  int avx512f, avx512_bf16, avx512_fp16, amx;
   double fma_gflops;   /* FP32 FMA GFLOP/s, all pool threads */
+  double bf16_dot_gflops; /* vdpbf16ps, 64 flops each; NaN without it */
+  double bf16_dot_vs_fma; /* its rate over the FMA probe's, paired reps */
   double triad_gbs;    /* a = b + s*c, STREAM byte count (12 B/element) */
   double nt_store_gbs; /* the same triad with non-temporal stores */
   const char *probe_isa; /* "avx512", "avx2" or "scalar" */
@@ -111,6 +139,9 @@ double bench_fma_avx512(int64_t iters); /* returns flops done */
 void bench_triad_avx512(float *a, const float *b, const float *c, float s,
                         int64_t n, int nt);
 double bench_fma_avx2(int64_t iters);
+double bench_bf16_dot_avx512(int64_t iters); /* returns flops done */
+/* Read the CPU model and flags into m (the machine line). */
+void bench_cpu_describe(struct bench_machine *m);
 void bench_triad_avx2(float *a, const float *b, const float *c, float s,
                       int64_t n, int nt);
 
@@ -146,6 +177,11 @@ void bench_skip(const char *what, const char *fmt, ...)
 int peer_start(void);
 int peer_alive(void);
 int peer_has_sdpa(void);
+/* The OpenBLAS core the peer's torch runs ("none": not OpenBLAS). */
+const char *peer_openblas_core(void);
+/* Compare the peer's outputs with ours on small inputs (peer_start does);
+ * 0 when every case agrees. */
+int peer_check(void);
 /* One repetition: returns milliseconds, or a negative value on error (the
  * peer is then stopped).  impl "matmul"|"sdpa"; variant as ours. */
 double peer_attention(const char *impl, const char *variant, int hq,
@@ -158,19 +194,48 @@ void peer_stop(void);
  * ====================================================================== */
 /* Each prints its rows and records its results.json entries. */
 void bench_attention(struct bench_pool *pool);
+void bench_decode(struct bench_pool *pool);
+void bench_long(struct bench_pool *pool);
 void bench_rope(struct bench_pool *pool);
 void bench_bias(struct bench_pool *pool);
 void bench_encoding(struct bench_pool *pool);
 void bench_codec(void);
 void bench_service(struct bench_pool *pool);
 
+/* HTTPS (tls.c): a throwaway self-signed certificate for 127.0.0.1 as
+ * DIR/tls.crt and DIR/tls.key (paths into cert and key, cap bytes each),
+ * 0 or -1; and the service section's binary attention request over TLS
+ * (to https_port, verified with the certificate ca) against plain HTTP
+ * (to http_port), in the same rounds. */
+int bench_tls_cert(const char *dir, char *cert, char *key, size_t cap);
+void bench_tls_attention(int http_port, int https_port, const char *ca);
+
+/* Max |error| of one output row against float64: query row q [d], the
+ * keys 0 .. nkeys-1 of one head (k, v rows of d floats), scale
+ * 1/sqrt(d), no bias; s is scratch of nkeys doubles. */
+double bench_attn_row_err(const float *q, const float *k, const float *v,
+                          int nkeys, int d, const float *out, double *s);
+
 /* Time one dense fp32 attention [1,H,N,d] in process over the pool (q, k,
  * v, out caller-allocated); returns seconds or a negative value. */
 double bench_attention_once(struct bench_pool *pool, float *q, float *k,
                             float *v, float *out, int h, int n, int d);
 
-/* Serialise q, k, v [1,h,n,d] float32 as a safetensors file (malloc'd,
- * *len set).  Used by the codec and service sections. */
+/* A float32 tensor of a safetensors request body. */
+struct bench_st_tensor {
+  const char *name;
+  const float *data;
+  int rank;
+  int64_t shape[4];
+};
+/* Serialise n tensors, in that order, as a safetensors file whose
+ * __metadata__["params"] is the JSON text `params` (NULL: "{}") --
+ * malloc'd, *len set; NULL when out of memory or the header would pass
+ * 4 KiB. */
+char *bench_safetensors(const struct bench_st_tensor *t, int n,
+                        const char *params, size_t *len);
+/* q, k, v [1,h,n,d] with no params.  Used by the codec and service
+ * sections. */
 char *bench_safetensors_qkv(const float *q, const float *k, const float *v,
                             int h, int n, int d, size_t *len);
 

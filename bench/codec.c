@@ -3,51 +3,11 @@
  * encode the outputs): JSON float parse and emit, base64-in-JSON parse and
  * safetensors parse.  Built with BENCH_HAVE_CODEC=1 when server/codec/
  * exists (the Makefile decides); otherwise the section says it is skipped.
- * Also home of bench_safetensors_qkv, which the service section shares. */
+ */
 #include "bench.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-char *bench_safetensors_qkv(const float *q, const float *k, const float *v,
-                            int h, int n, int d, size_t *len)
-{
-  const size_t one = (size_t)h * n * d * 4;
-  char hdr[512];
-  int hl;
-  size_t pad, total;
-  char *buf;
-
-  /* safetensors: u64 little-endian header length, the JSON header (padded
-   * with spaces to 8 bytes, as the reference writer does), then the raw
-   * little-endian data at the offsets the header gives. */
-  hl = snprintf(hdr, sizeof hdr,
-                "{\"__metadata__\":{\"params\":\"{}\"},"
-                "\"q\":{\"dtype\":\"F32\",\"shape\":[1,%d,%d,%d],"
-                "\"data_offsets\":[0,%zu]},"
-                "\"k\":{\"dtype\":\"F32\",\"shape\":[1,%d,%d,%d],"
-                "\"data_offsets\":[%zu,%zu]},"
-                "\"v\":{\"dtype\":\"F32\",\"shape\":[1,%d,%d,%d],"
-                "\"data_offsets\":[%zu,%zu]}}",
-                h, n, d, one, h, n, d, one, 2 * one, h, n, d, 2 * one,
-                3 * one);
-  pad = (8 - (size_t)hl % 8) % 8;
-  total = 8 + (size_t)hl + pad + 3 * one;
-  buf = malloc(total);
-  if (!buf)
-    return NULL;
-  for (int i = 0; i < 8; i++)
-    buf[i] = (char)(((uint64_t)hl + pad) >> (8 * i) & 0xff);
-  memcpy(buf + 8, hdr, (size_t)hl);
-  memset(buf + 8 + hl, ' ', pad);
-  /* x86 and every platform the server targets are little-endian, as
-   * safetensors requires, so the floats are copied as they are. */
-  memcpy(buf + 8 + hl + pad, q, one);
-  memcpy(buf + 8 + hl + pad + one, k, one);
-  memcpy(buf + 8 + hl + pad + 2 * one, v, one);
-  *len = total;
-  return buf;
-}
 
 #if BENCH_HAVE_CODEC
 
@@ -264,7 +224,7 @@ void bench_codec(void)
   bench_section("server codecs, in process (%lld floats; safetensors "
                 "q,k,v [1,%d,%d,%d])",
                 (long long)n, sh, sn, sd);
-  /* Defaults of API.md, in case the codec consults them. */
+  /* Defaults of docs/http.md#limits, in case the codec consults them. */
   srv_cfg.max_body_mb = 256;
   srv_cfg.max_output_mb = 1024;
   srv_cfg.max_gflop = 10000;

@@ -25,7 +25,7 @@ static int pick_reps(double round_s, double budget, int lo, int hi)
   return r < lo ? lo : r > hi ? hi : r;
 }
 
-/* ALiBi slope of head h of n (methods.md 4.1, max_bias 8), in double,
+/* ALiBi slope of head h of n (docs/methods.md#alibi, max_bias 8), in double,
  * written independently of the library. */
 static double ref_alibi_slope(int h, int n)
 {
@@ -36,6 +36,30 @@ static double ref_alibi_slope(int h, int n)
   if (h < p)
     return pow(2.0, -8.0 * (h + 1) / p);
   return pow(2.0, -4.0 * (2 * (h - p) + 1) / p);
+}
+
+double bench_attn_row_err(const float *q, const float *k, const float *v,
+                          int nkeys, int d, const float *out, double *s)
+{
+  double mx = -INFINITY, sum = 0, err = 0;
+  int j, c;
+
+  for (j = 0; j < nkeys; j++) {
+    double dot = 0;
+    for (c = 0; c < d; c++)
+      dot += (double)q[c] * k[(size_t)j * d + c];
+    s[j] = dot / sqrt((double)d);
+    mx = fmax(mx, s[j]);
+  }
+  for (j = 0; j < nkeys; j++)
+    sum += (s[j] = exp(s[j] - mx));
+  for (c = 0; c < d; c++) {
+    double o = 0;
+    for (j = 0; j < nkeys; j++)
+      o += s[j] * v[(size_t)j * d + c];
+    err = fmax(err, fabs(o / sum - out[c]));
+  }
+  return err;
 }
 
 static void print_err_note(double err, double tol)
@@ -63,7 +87,7 @@ static void print_err_note(double err, double tol)
  *   NT write-only:        out = b + 0*b, b a nonzero 1 MiB block reread
  *                         from cache (zero lines stream faster than data on
  *                         this host, so they would flatter the ceiling).
- * These are extra columns; %triad and %NT-store keep BENCH.md's meaning. */
+ * Extra columns; %triad and %NT-store keep their bench/README.md meaning. */
 struct stream_probe {
   float *buf, *src; /* src: NT write-only's repeated block, else NULL */
   int64_t n;        /* floats of buf */
@@ -126,6 +150,8 @@ enum { BIAS_NONE, BIAS_ALIBI, BIAS_T5 };
 struct attn_var {
   const char *name;
   int causal, bias, gqa;
+  int bf16;      /* q, k, v bfloat16 (the same values rounded) */
+  int fp32;      /* the float32 variant measured beside it, or -1 */
   int hkv;
   struct ab_tensor tq, tk, tv, ttab;
   struct ab_bias_params bp;
@@ -143,13 +169,19 @@ struct torch_var {
   int failed;
 };
 
+/* The bfloat16 variants come last and name their float32 twin. */
 static const struct {
   const char *name;
-  int causal, bias, gqa;
+  int causal, bias, gqa, bf16, fp32;
 } g_variants[] = {
-    {"dense", 0, BIAS_NONE, 0},       {"causal", 1, BIAS_NONE, 0},
-    {"alibi", 0, BIAS_ALIBI, 0},      {"t5", 0, BIAS_T5, 0},
-    {"causal_alibi", 1, BIAS_ALIBI, 0}, {"gqa", 0, BIAS_NONE, 1},
+    {"dense", 0, BIAS_NONE, 0, 0, -1},
+    {"causal", 1, BIAS_NONE, 0, 0, -1},
+    {"alibi", 0, BIAS_ALIBI, 0, 0, -1},
+    {"t5", 0, BIAS_T5, 0, 0, -1},
+    {"causal_alibi", 1, BIAS_ALIBI, 0, 0, -1},
+    {"gqa", 0, BIAS_NONE, 1, 0, -1},
+    {"dense", 0, BIAS_NONE, 0, 1, 0},
+    {"causal", 1, BIAS_NONE, 0, 1, 1},
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 
@@ -269,11 +301,17 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
   float *q = bench_alloc(per * 4), *k = bench_alloc(per * 4),
         *vv = bench_alloc(per * 4), *out = bench_alloc(per * 4),
         *t5 = bench_alloc((size_t)T5_BUCKETS * hq * 4);
+  /* bfloat16 q, k, v, and the floats they hold (for the check) */
+  uint16_t *qh = bench_alloc(per * 2), *kh = bench_alloc(per * 2),
+           *vh = bench_alloc(per * 2);
+  float *qw = bench_alloc(per * 4), *kw = bench_alloc(per * 4),
+        *vw = bench_alloc(per * 4);
+  size_t x;
   struct attn_var var[NVAR];
   struct torch_var tv[8];
   struct bench_samples probe = {0}; /* FMA GFLOP/s in the same rounds */
   int ntv = 0, i, r, reps;
-  double round_s = 0, dense_ms = NAN, secs;
+  double round_s = 0, secs;
   const double quick_budget = 0.3, budget = 4.0;
 
   bench_fill(q, per, 1 + (uint64_t)n, 1.0f);
@@ -281,6 +319,11 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
   bench_fill(vv, per, 3 + (uint64_t)n, 1.0f);
   bench_fill(t5, (size_t)T5_BUCKETS * hq, 4, 0.5f);
   memset(out, 0, per * 4);
+  for (x = 0; x < per; x++) {
+    qh[x] = ab_f32_to_bf16(q[x]), qw[x] = ab_bf16_to_f32(qh[x]);
+    kh[x] = ab_f32_to_bf16(k[x]), kw[x] = ab_bf16_to_f32(kh[x]);
+    vh[x] = ab_f32_to_bf16(vv[x]), vw[x] = ab_bf16_to_f32(vh[x]);
+  }
 
   memset(var, 0, sizeof var);
   for (i = 0; i < NVAR; i++) {
@@ -292,14 +335,19 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
     v->causal = g_variants[i].causal;
     v->bias = g_variants[i].bias;
     v->gqa = g_variants[i].gqa;
+    v->bf16 = g_variants[i].bf16;
+    v->fp32 = g_variants[i].fp32;
     /* GQA: 4 query heads per kv head (32/8, 8/2); its k and v are the
      * first hkv heads of the full tensors. */
     v->hkv = v->gqa ? hq / 4 : hq;
     ks[1] = v->hkv;
     v->err = -1;
-    if (ab_tensor_init(&v->tq, q, AB_DTYPE_F32, 4, qs) ||
-        ab_tensor_init(&v->tk, k, AB_DTYPE_F32, 4, ks) ||
-        ab_tensor_init(&v->tv, vv, AB_DTYPE_F32, 4, ks) ||
+    if (ab_tensor_init(&v->tq, v->bf16 ? (void *)qh : q,
+                       v->bf16 ? AB_DTYPE_BF16 : AB_DTYPE_F32, 4, qs) ||
+        ab_tensor_init(&v->tk, v->bf16 ? (void *)kh : k,
+                       v->bf16 ? AB_DTYPE_BF16 : AB_DTYPE_F32, 4, ks) ||
+        ab_tensor_init(&v->tv, v->bf16 ? (void *)vh : vv,
+                       v->bf16 ? AB_DTYPE_BF16 : AB_DTYPE_F32, 4, ks) ||
         ab_tensor_init(&v->ttab, t5, AB_DTYPE_F32, 2, ts)) {
       printf("  cannot describe the tensors: %s\n", ab_last_error()->msg);
       v->failed = 1;
@@ -355,7 +403,9 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
       continue;
     if (attn_run(pool, &var[i], &secs) == 0) {
       round_s += secs;
-      var[i].err = attn_check(&var[i], q, k, vv, out, t5, hq, n, d);
+      var[i].err = var[i].bf16
+                       ? attn_check(&var[i], qw, kw, vw, out, t5, hq, n, d)
+                       : attn_check(&var[i], q, k, vv, out, t5, hq, n, d);
     }
   }
   for (i = 0; i < ntv && peer_alive(); i++) {
@@ -394,16 +444,19 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
   for (i = 0; i < NVAR; i++) {
     struct attn_var *v = &var[i];
     double med = bench_median(&v->ms), gf, rel;
+    const struct attn_var *twin;
+    char label[32];
 
     if (v->ms.n == 0)
       continue;
     gf = v->flops / (med * 1e-3) * 1e-9;
-    if (i == 0)
-      dense_ms = med;
-    rel = paired_ratio(&v->ms, &var[0].ms, med / dense_ms);
+    /* bfloat16 rows: time over their float32 twin's, same rounds */
+    twin = v->bf16 ? &var[v->fp32] : &var[0];
+    rel = paired_ratio(&v->ms, &twin->ms, med / bench_median(&twin->ms));
+    snprintf(label, sizeof label, "%s%s", v->name, v->bf16 ? " bf16" : "");
     printf("  %3d %3d %5d %4d %-19s %9.2f [%.2f-%.2f] %8.1f %5.1f%% %5.1f%% "
            "%6.2f %7.2f",
-           hq, v->hkv, n, d, v->name, med, bench_min(&v->ms),
+           hq, v->hkv, n, d, label, med, bench_min(&v->ms),
            bench_max(&v->ms), gf,
            100.0 * gf / bench_ceiling_now(BENCH_CEIL_FMA),
            100.0 * gf / bench_median(&probe), rel,
@@ -412,6 +465,7 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
     printf("\n");
     res_begin("attention");
     res_str("variant", v->name);
+    res_str("dtype", v->bf16 ? "bf16" : "fp32");
     res_int("B", 1);
     res_int("Hq", hq);
     res_int("Hkv", v->hkv);
@@ -422,7 +476,12 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
     res_num("ms_max", bench_max(&v->ms));
     res_num("useful_gflops", gf);
     res_pct("pct_peak", gf, BENCH_CEIL_FMA);
-    res_num("vs_dense", rel);
+    if (v->bf16) {
+      res_num("fp32_ms_median", bench_median(&twin->ms));
+      res_num("speedup_vs_fp32", 1.0 / rel);
+    } else {
+      res_num("vs_dense", rel);
+    }
     res_end();
   }
   if (probe.n)
@@ -442,6 +501,7 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
            bench_max(&tv[i].ms),
            var[tv[i].ours].flops / (med * 1e-3) * 1e-9, ours / med);
     res_begin("torch_attention");
+    res_str("openblas_core", peer_openblas_core());
     res_str("variant", tv[i].variant);
     res_str("impl", tv[i].impl);
     res_int("Hq", hq);
@@ -458,6 +518,26 @@ static void attn_shape(struct bench_pool *pool, int hq, int n, int d,
   free(vv);
   free(out);
   free(t5);
+  free(qh), free(kh), free(vh), free(qw), free(kw), free(vw);
+}
+
+/* Whether shape H x N x d is one --attn-shapes asks for (all when none). */
+static int shape_wanted(int h, int n, int d)
+{
+  const char *p = g_opt.attn_shapes;
+  int a, b, c, used;
+
+  if (!p || !*p)
+    return 1;
+  while (sscanf(p, "%dx%dx%d%n", &a, &b, &c, &used) == 3) {
+    if (a == h && b == n && c == d)
+      return 1;
+    p += used;
+    if (*p != ',')
+      break;
+    p++;
+  }
+  return 0;
 }
 
 void bench_attention(struct bench_pool *pool)
@@ -470,12 +550,14 @@ void bench_attention(struct bench_pool *pool)
             *ds = g_opt.quick ? quick_d : full_d;
   int nh = g_opt.quick ? 1 : 2, nn = g_opt.quick ? 1 : 3, nd = 2, a, b, c;
 
-  bench_section("attention (fp32, B=1, %d threads; ms = job build + run; "
-                "useful GFLOP/s)",
+  bench_section("attention (fp32 and bf16, B=1, %d threads; ms = job build + "
+                "run; useful GFLOP/s)",
                 bench_pool_threads(pool));
   printf("  %%peak: of the best FMA probe so far (results.json: of the best "
          "of the run); %%round: of the FMA probe\n  run in the same rounds "
          "(tells how much of a low %%peak is the shared machine's doing)\n");
+  printf("  bf16 rows: q, k, v bfloat16 (the same values rounded), /dense is "
+         "their time over float32's in the same rounds\n");
   printf("   Hq Hkv     N    d variant             ms median [min-max]     "
          "GFLOP/s  %%peak %%round /dense build-ms check\n");
   if (!peer_alive())
@@ -483,10 +565,11 @@ void bench_attention(struct bench_pool *pool)
   for (a = 0; a < nh; a++)
     for (b = 0; b < nd; b++)
       for (c = 0; c < nn; c++)
-        /* torch joins at H=8, d=128: the shapes of BENCH.md's figures (its
+        /* torch joins at H=8, d=128, its shapes in bench/README.md (its
          * N x N score matrices make H=32 needlessly slow). */
-        attn_shape(pool, hs[a], ns[c], ds[b],
-                   peer_alive() && hs[a] == 8 && ds[b] == 128);
+        if (shape_wanted(hs[a], ns[c], ds[b]))
+          attn_shape(pool, hs[a], ns[c], ds[b],
+                     peer_alive() && hs[a] == 8 && ds[b] == 128);
 }
 
 double bench_attention_once(struct bench_pool *pool, float *q, float *k,
@@ -561,7 +644,7 @@ static int rope_run(struct bench_pool *pool, struct rope_var *v,
 }
 
 /* Default-scaling rotation of one [d] row at position p, float64:
- * angle_k = p * theta^(-2k/d) (methods.md 6), rotate-half pairs (k, k+d/2)
+ * angle_k = p * theta^(-2k/d) (docs/methods.md), rotate-half pairs (k, k+d/2)
  * or interleaved pairs (2k, 2k+1).  Returns max |ref - got|. */
 static double rope_ref_row(const float *before, const float *got, int d,
                            int64_t p, int interleaved)
@@ -709,6 +792,7 @@ void bench_rope(struct bench_pool *pool)
            i ? "interleaved" : "half", n, med, bench_min(&torch_ms[i]),
            bench_max(&torch_ms[i]), bytes / (med * 1e-3) * 1e-9, ours / med);
     res_begin("torch_rope");
+    res_str("openblas_core", peer_openblas_core());
     res_str("pairing", i ? "interleaved" : "half");
     res_str("scaling", "default");
     res_int("N", n);
@@ -823,7 +907,7 @@ void bench_bias(struct bench_pool *pool)
         continue;
       }
       /* Check 256 random cells against the formulas (ALiBi: -m_h |i-j|,
-       * methods.md 4; T5: the table row of the bucket). */
+       * docs/methods.md#alibi; T5: the table row of the bucket). */
       err[i] = 0;
       for (s = 0; s < 256; s++) {
         int hh, qi, kj;
@@ -878,7 +962,7 @@ struct enc_var {
   int failed;
 };
 
-/* Sinusoidal PE(t, c) in float64 (methods.md 1): pair k has frequency
+/* Sinusoidal PE(t, c) in float64 (docs/methods.md): pair k has frequency
  * base^(-2k/d); interleaved puts its sine at 2k and cosine at 2k+1, concat
  * at k and d/2 + k. */
 static double enc_ref(int64_t t, int64_t c, int64_t d, int concat)

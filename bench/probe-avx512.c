@@ -1,21 +1,38 @@
 /* probe-avx512.c: roofline probe kernels with 512-bit vectors -- an FMA
- * throughput loop and the triad a = b + s*c with normal or non-temporal
- * stores.  Built with AVX-512 flags (Makefile); called only after
- * __builtin_cpu_supports("avx512f") said yes. */
-#if !defined(__AVX512F__) || !defined(__FMA__)
-#error "build this file with -mavx512f -mfma (see the Makefile's bench rules)"
+ * throughput loop, the same loop of bfloat16 dot products (vdpbf16ps), and
+ * the triad a = b + s*c with normal or non-temporal stores.  Built with
+ * AVX-512 flags (Makefile); called only after __builtin_cpu_supports
+ * said yes to avx512f (and avx512bf16 for the dot products). */
+#if !defined(__AVX512F__) || !defined(__FMA__) || !defined(__AVX512BF16__)
+#error "build this file with -mavx512f -mfma -mavx512bf16 (see the Makefile's bench rules)"
 #endif
 #include <immintrin.h>
 
 #include "bench.h"
 
+/* One step of a chain: an FMA, or (bf16) a bfloat16 dot product
+ * (vdpbf16ps: 32 products added pairwise into 16 floats). */
+static inline __attribute__((always_inline)) __m512 chain_step(__m512 a,
+                                                                int bf16)
+{
+  if (bf16) {
+#if defined(__AVX512BF16__)
+    return _mm512_dpbf16_ps(a, (__m512bh)_mm512_set1_epi16(0x3f80),
+                            (__m512bh)_mm512_set1_epi16(0x3380));
+#endif
+  }
+  return _mm512_fmadd_ps(a, _mm512_set1_ps(0.999999f),
+                         _mm512_set1_ps(1e-7f));
+}
+
 /* 16 independent accumulators: Zen 4 has 2 FMA pipes of latency 4, so at
  * least 8 chains are needed to keep both busy; 16 leaves margin for
  * cores with longer latency (Intel: 2 x 4) and still fits the 32 zmm
- * registers with the two operands. */
-double bench_fma_avx512(int64_t iters)
+ * registers with the two operands.  Returns the flops done: 32 per
+ * 16-lane FMA, 64 per vdpbf16ps. */
+static inline __attribute__((always_inline)) double chains16(int64_t iters,
+                                                             int bf16)
 {
-  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
   __m512 a0 = _mm512_set1_ps(0), a1 = _mm512_set1_ps(1);
   __m512 a2 = _mm512_set1_ps(2), a3 = _mm512_set1_ps(3);
   __m512 a4 = _mm512_set1_ps(4), a5 = _mm512_set1_ps(5);
@@ -32,43 +49,39 @@ double bench_fma_avx512(int64_t iters)
    * in memory, and the store-to-load chain would time the cache, not
    * the FMA units.  Each chain depends only on itself. */
   for (i = 0; i < iters; i++) {
-    a0 = _mm512_fmadd_ps(a0, x, y);
-    a1 = _mm512_fmadd_ps(a1, x, y);
-    a2 = _mm512_fmadd_ps(a2, x, y);
-    a3 = _mm512_fmadd_ps(a3, x, y);
-    a4 = _mm512_fmadd_ps(a4, x, y);
-    a5 = _mm512_fmadd_ps(a5, x, y);
-    a6 = _mm512_fmadd_ps(a6, x, y);
-    a7 = _mm512_fmadd_ps(a7, x, y);
-    a8 = _mm512_fmadd_ps(a8, x, y);
-    a9 = _mm512_fmadd_ps(a9, x, y);
-    a10 = _mm512_fmadd_ps(a10, x, y);
-    a11 = _mm512_fmadd_ps(a11, x, y);
-    a12 = _mm512_fmadd_ps(a12, x, y);
-    a13 = _mm512_fmadd_ps(a13, x, y);
-    a14 = _mm512_fmadd_ps(a14, x, y);
-    a15 = _mm512_fmadd_ps(a15, x, y);
+    a0 = chain_step(a0, bf16);
+    a1 = chain_step(a1, bf16);
+    a2 = chain_step(a2, bf16);
+    a3 = chain_step(a3, bf16);
+    a4 = chain_step(a4, bf16);
+    a5 = chain_step(a5, bf16);
+    a6 = chain_step(a6, bf16);
+    a7 = chain_step(a7, bf16);
+    a8 = chain_step(a8, bf16);
+    a9 = chain_step(a9, bf16);
+    a10 = chain_step(a10, bf16);
+    a11 = chain_step(a11, bf16);
+    a12 = chain_step(a12, bf16);
+    a13 = chain_step(a13, bf16);
+    a14 = chain_step(a14, bf16);
+    a15 = chain_step(a15, bf16);
   }
-  a0 = _mm512_add_ps(a0, a1);
-  a0 = _mm512_add_ps(a0, a2);
-  a0 = _mm512_add_ps(a0, a3);
-  a0 = _mm512_add_ps(a0, a4);
-  a0 = _mm512_add_ps(a0, a5);
-  a0 = _mm512_add_ps(a0, a6);
-  a0 = _mm512_add_ps(a0, a7);
-  a0 = _mm512_add_ps(a0, a8);
-  a0 = _mm512_add_ps(a0, a9);
-  a0 = _mm512_add_ps(a0, a10);
-  a0 = _mm512_add_ps(a0, a11);
-  a0 = _mm512_add_ps(a0, a12);
-  a0 = _mm512_add_ps(a0, a13);
-  a0 = _mm512_add_ps(a0, a14);
-  a0 = _mm512_add_ps(a0, a15);
-  _mm512_storeu_ps(sink, a0);
+  a0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                     _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+  a8 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
+                     _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15)));
+  _mm512_storeu_ps(sink, _mm512_add_ps(a0, a8));
   keep = sink[0]; /* observable: the loop cannot vanish */
   (void)keep;
-  return (double)iters * 16 * 16 * 2;
+  return (double)iters * 16 * (bf16 ? 64 : 32);
 }
+
+double bench_fma_avx512(int64_t iters) { return chains16(iters, 0); }
+
+/* Called only after __builtin_cpu_supports("avx512bf16"); the file is
+ * built with -mavx512bf16, which the compiler uses in this function only
+ * (it never turns FMAs into bfloat16 dot products). */
+double bench_bf16_dot_avx512(int64_t iters) { return chains16(iters, 1); }
 
 void bench_triad_avx512(float *a, const float *b, const float *c, float s,
                         int64_t n, int nt)

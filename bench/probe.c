@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum probe_isa { PROBE_SCALAR, PROBE_AVX2, PROBE_AVX512 };
+/* PROBE_BF16 only as an FMA-probe kind: vdpbf16ps instead of FMAs. */
+enum probe_isa { PROBE_SCALAR, PROBE_AVX2, PROBE_AVX512, PROBE_BF16 };
 
 static enum probe_isa probe_isa(void)
 {
@@ -69,6 +70,7 @@ static double run_fma(enum probe_isa isa, int64_t iters)
 {
   switch (isa) {
   case PROBE_AVX512: return bench_fma_avx512(iters);
+  case PROBE_BF16: return bench_bf16_dot_avx512(iters);
   case PROBE_AVX2: return bench_fma_avx2(iters);
   default: return fma_scalar(iters);
   }
@@ -199,7 +201,8 @@ void bench_probes(struct bench_pool *pool, struct bench_machine *m)
 {
   static const char *names[] = {"scalar", "avx2", "avx512"};
   struct probe_ctx *pc = calloc(1, sizeof *pc);
-  struct bench_samples fma = {0}, fma256 = {0}, triad = {0}, nt = {0};
+  struct bench_samples fma = {0}, fma256 = {0}, bf16 = {0}, bf16_ratio = {0},
+                       triad = {0}, nt = {0};
   int nth = bench_pool_threads(pool), reps = g_opt.quick ? 5 : 15, r;
   int64_t main_iters;
 
@@ -221,6 +224,25 @@ void bench_probes(struct bench_pool *pool, struct bench_machine *m)
     measure_fma(pool, pc, PROBE_AVX2, reps, &fma256);
   measure_fma(pool, pc, pc->isa, reps, &fma);
   main_iters = pc->iters;
+  /* bfloat16 dot products (vdpbf16ps): faster than FP32 FMAs on some CPU
+   * kinds, slower on others.  Calibrated on their own, then timed in pairs
+   * with the FMA probe, so the ratio of each pair sees one state of the
+   * shared machine. */
+  if (pc->isa == PROBE_AVX512 && __builtin_cpu_supports("avx512bf16")) {
+    int64_t bf16_iters;
+    measure_fma(pool, pc, PROBE_BF16, 0, &bf16);
+    bf16_iters = pc->iters;
+    for (r = 0; r < reps; r++) {
+      double f, b;
+      pc->fma_isa = pc->isa, pc->iters = main_iters;
+      f = fma_rep(pool, pc);
+      pc->fma_isa = PROBE_BF16, pc->iters = bf16_iters;
+      b = fma_rep(pool, pc);
+      bench_samples_add(&bf16, b);
+      bench_samples_add(&bf16_ratio, b / f);
+    }
+    pc->fma_isa = pc->isa, pc->iters = main_iters;
+  }
   pc->round_iters = main_iters / 2; /* ~25 ms (quick: ~12 ms) */
   if (pc->round_iters < 1000)
     pc->round_iters = 1000;
@@ -245,12 +267,14 @@ void bench_probes(struct bench_pool *pool, struct bench_machine *m)
   /* A ceiling is the best the machine can do: on a shared machine other
    * load only ever lowers a repetition, so the best one is the estimate. */
   m->fma_gflops = g_best_fma = bench_max(&fma);
+  m->bf16_dot_gflops = bf16.n ? bench_max(&bf16) : NAN;
+  m->bf16_dot_vs_fma = bf16.n ? bench_median(&bf16_ratio) : NAN;
   m->triad_gbs = g_best_triad = bench_max(&triad);
   m->nt_store_gbs = g_best_nt = bench_max(&nt);
   bench_section("roofline probes (%d threads, %s vectors; best repetition)",
                 nth, m->probe_isa);
   print_probe("FP32 FMA peak", &fma, "GFLOP/s",
-              "(BENCH.md: 116 at 1 thread, 226 at 2)");
+              "(bench/README.md: 116 at 1 thread, 226 at 2)");
   if (fma256.n) {
     print_probe("FP32 FMA, 256-bit", &fma256, "GFLOP/s",
                 "(the ceiling of AVX2 code)");
@@ -258,10 +282,15 @@ void bench_probes(struct bench_pool *pool, struct bench_machine *m)
     res_num("gflops", bench_max(&fma256));
     res_end();
   }
+  if (bf16.n)
+    printf("  %-20s %8.1f %-7s (median %.1f; %.2fx the FP32 FMA rate: "
+           "median of %d paired reps)\n",
+           "bf16 dot, vdpbf16ps", bench_max(&bf16), "GFLOP/s",
+           bench_median(&bf16), bench_median(&bf16_ratio), bf16_ratio.n);
   print_probe("triad a=b+s*c", &triad, "GB/s",
-              "(BENCH.md: 20 at 1 thread, 40 at 2)");
+              "(bench/README.md: 20 at 1 thread, 40 at 2)");
   print_probe("triad, NT stores", &nt, "GB/s",
-              "(BENCH.md: 35 at 1 thread, 51 at 2)");
+              "(bench/README.md: 35 at 1 thread, 51 at 2)");
   printf("  Ceilings are the best repetition (load on the shared host only "
          "lowers one); short probes also run in every\n  round of the "
          "kernels below, and results.json keeps the best seen in the whole "
@@ -296,6 +325,42 @@ double bench_ceiling_now(enum bench_ceiling c)
   return c == BENCH_CEIL_FMA ? g_best_fma
          : c == BENCH_CEIL_TRIAD ? g_best_triad
                                  : g_best_nt;
+}
+
+/* The CPU model (with family and model numbers: a VM may show only
+ * "AMD EPYC") and the flags that matter, from /proc/cpuinfo. */
+void bench_cpu_describe(struct bench_machine *m)
+{
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[8192], name[96] = "unknown";
+  int have_model = 0, have_flags = 0, family = -1, model = -1;
+
+  while (f && fgets(line, sizeof line, f) && !(have_model && have_flags)) {
+    char *colon = strchr(line, ':');
+    if (!colon)
+      continue;
+    if (strncmp(line, "cpu family", 10) == 0)
+      family = atoi(colon + 1);
+    else if (strncmp(line, "model\t", 6) == 0)
+      model = atoi(colon + 1);
+    if (!have_model && strncmp(line, "model name", 10) == 0) {
+      snprintf(name, sizeof name, "%s", colon + 2);
+      name[strcspn(name, "\n")] = '\0';
+      have_model = 1;
+    } else if (!have_flags && strncmp(line, "flags", 5) == 0) {
+      /* whole words: " avx512f " must not match "avx512fp16" */
+      strcat(line, " ");
+      m->avx512f = strstr(colon, " avx512f ") != NULL;
+      m->avx512_bf16 = strstr(colon, " avx512_bf16 ") != NULL;
+      m->avx512_fp16 = strstr(colon, " avx512_fp16 ") != NULL;
+      m->amx = strstr(colon, " amx_tile ") != NULL;
+      have_flags = 1;
+    }
+  }
+  if (f)
+    fclose(f);
+  snprintf(m->cpu_model, sizeof m->cpu_model, "%s (family %d, model %d)", name,
+           family, model);
 }
 
 void bench_probes_done(struct bench_machine *m)

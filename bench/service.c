@@ -43,136 +43,6 @@ static char g_tmp[64]; /* this run's temporary directory */
  * port 0 goes there. */
 static char g_unix[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
-/* ==== processes ========================================================== */
-
-/* Start argv with stdout and stderr sent to files; the child dies with the
- * bench (PR_SET_PDEATHSIG) even if the bench is killed hard. */
-static pid_t spawn(char *const argv[], const char *out, const char *err)
-{
-  pid_t pid = fork();
-
-  if (pid < 0)
-    return -1;
-  if (pid == 0) {
-    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fi = open("/dev/null", O_RDONLY);
-
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (fo < 0 || fe < 0 || fi < 0)
-      _exit(126);
-    dup2(fi, 0);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    execvp(argv[0], argv);
-    _exit(127);
-  }
-  bench_child_add(pid);
-  return pid;
-}
-
-/* Wait up to timeout seconds; 1 and *status when it exited, 0 if not. */
-static int wait_for(pid_t pid, double timeout, int *status)
-{
-  double end = bench_now() + timeout;
-
-  do {
-    pid_t r = waitpid(pid, status, WNOHANG);
-
-    if (r == pid || (r < 0 && errno == ECHILD))
-      return 1;
-    usleep(10000);
-  } while (bench_now() < end);
-  return 0;
-}
-
-/* SIGTERM (the server drains and exits), SIGKILL after 5 s. */
-static void stop(pid_t pid)
-{
-  int status;
-
-  if (pid <= 0)
-    return;
-  kill(pid, SIGTERM);
-  if (!wait_for(pid, 5.0, &status)) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  }
-  bench_child_remove(pid);
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-  FILE *f = fopen(path, "rb");
-  char *s;
-  long n;
-
-  if (!f)
-    return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  s = malloc((size_t)(n > 0 ? n : 0) + 1);
-  if (s && n > 0 && fread(s, 1, (size_t)n, f) != (size_t)n)
-    n = 0;
-  if (s)
-    s[n > 0 ? n : 0] = '\0';
-  fclose(f);
-  if (len)
-    *len = (size_t)(n > 0 ? n : 0);
-  return s;
-}
-
-static int write_file(const char *path, const void *p, size_t n)
-{
-  FILE *f = fopen(path, "wb");
-  int ok;
-
-  if (!f)
-    return -1;
-  ok = fwrite(p, 1, n, f) == n;
-  return fclose(f) == 0 && ok ? 0 : -1;
-}
-
-/* The port a server printed for --port 0: the number after "host:" (as in
- * "listening on http://127.0.0.1:40123"), after the word "port", or a line
- * that is only a number.  0 when none is there yet. */
-static int parse_port(const char *text)
-{
-  const char *line = text;
-
-  while (line && *line) {
-    const char *end = strchr(line, '\n'), *p;
-    char one[512];
-    size_t len = end ? (size_t)(end - line) : strlen(line);
-    long v;
-
-    if (len >= sizeof one)
-      len = sizeof one - 1;
-    memcpy(one, line, len);
-    one[len] = '\0';
-    if ((p = strstr(one, "127.0.0.1:")) || (p = strstr(one, "localhost:")))
-      p = strchr(p, ':') + 1;
-    else if ((p = strstr(one, "port")))
-      for (p += 4; *p && !isdigit((unsigned char)*p); p++)
-        if (isalpha((unsigned char)*p)) {
-          p = NULL;
-          break;
-        }
-    if (!p) {
-      for (p = one; *p == ' '; p++)
-        ;
-      if (!isdigit((unsigned char)*p) ||
-          strspn(p, "0123456789 \r") != strlen(p))
-        p = NULL;
-    }
-    if (p && (v = strtol(p, NULL, 10)) > 0 && v < 65536)
-      return (int)v;
-    line = end ? end + 1 : NULL;
-  }
-  return 0;
-}
-
 /* ==== a minimal HTTP/1.1 client (one request per connection) ============ */
 
 struct http_resp {
@@ -549,7 +419,8 @@ struct server {
 
 /* Start a server printing its port on stdout (or, use_unix set, listening on
  * g_unix) and wait (10 s at most) until it is bound and answers GET path
- * with 200. */
+ * with 200 (ready_path NULL: until it printed its port; an HTTPS server
+ * whose client checks it). */
 static int server_start(struct server *s, const char *label, char *const argv[],
                         const char *ready_path, int use_unix)
 {
@@ -561,19 +432,19 @@ static int server_start(struct server *s, const char *label, char *const argv[],
   s->label = label;
   snprintf(s->out, sizeof s->out, "%s/%s.out", g_tmp, label);
   snprintf(s->err, sizeof s->err, "%s/%s.err", g_tmp, label);
-  s->pid = spawn(argv, s->out, s->err);
+  s->pid = bench_spawn(argv, s->out, s->err);
   if (s->pid < 0) {
     printf("  cannot start %s: %s\n", argv[0], strerror(errno));
     return -1;
   }
   while (!use_unix && bench_now() < end && !s->port) {
-    char *text = slurp(s->out, NULL);
+    char *text = bench_slurp(s->out, NULL);
 
     if (text)
-      s->port = parse_port(text);
+      s->port = bench_parse_port(text);
     free(text);
     if (!s->port && waitpid(s->pid, &status, WNOHANG) == s->pid) {
-      char *e = slurp(s->err, NULL);
+      char *e = bench_slurp(s->err, NULL);
 
       printf("  %s exited at start (status %d): %.300s\n", label, status,
              e ? e : "");
@@ -585,6 +456,8 @@ static int server_start(struct server *s, const char *label, char *const argv[],
     if (!s->port)
       usleep(20000);
   }
+  if (!ready_path && s->port)
+    return 0;
   while ((s->port || use_unix) && bench_now() < end) {
     if (use_unix && waitpid(s->pid, &status, WNOHANG) == s->pid) {
       bench_child_remove(s->pid);
@@ -608,7 +481,7 @@ static int server_start(struct server *s, const char *label, char *const argv[],
   }
   printf("  %s did not become ready within 10 s (port %d; stderr in %s)\n",
          label, s->port, s->err);
-  stop(s->pid);
+  bench_stop(s->pid, 5.0);
   s->pid = -1;
   return -1;
 }
@@ -649,10 +522,10 @@ static int run_wrk(int port, const char *path, const char *body_path,
   argv[argc++] = (char *)body_path;
   argv[argc++] = (char *)ctype;
   argv[argc] = NULL;
-  pid = spawn(argv, out, err);
+  pid = bench_spawn(argv, out, err);
   if (pid < 0)
     return -1;
-  if (!wait_for(pid, g_opt.http_seconds + 20.0, &status)) {
+  if (!bench_wait(pid, g_opt.http_seconds + 20.0, &status)) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     bench_child_remove(pid);
@@ -660,7 +533,7 @@ static int run_wrk(int port, const char *path, const char *body_path,
     return -1;
   }
   bench_child_remove(pid);
-  text = slurp(out, NULL);
+  text = bench_slurp(out, NULL);
   w = text ? strstr(text, "WRK {") : NULL;
   if (!w || sscanf(w,
                    "WRK {\"requests\": %ld, \"duration_us\": %ld, "
@@ -670,7 +543,7 @@ static int run_wrk(int port, const char *path, const char *body_path,
                    &ld->requests, &dur_us, &p50, &p99, &conn, &rd, &wr, &st,
                    &to) != 9 ||
       dur_us <= 0) {
-    char *e = slurp(err, NULL);
+    char *e = bench_slurp(err, NULL);
 
     printf("  wrk gave no summary (exit %d): %.300s %.300s\n",
            WIFEXITED(status) ? WEXITSTATUS(status) : -1, text ? text : "",
@@ -737,7 +610,8 @@ static double clock_s(clockid_t id)
 
 /* ==== the section ======================================================== */
 
-static void http_small(int port_ours, const char *bare_bin, int threads)
+static void http_small(int port_ours, pid_t pid_ours, const char *bare_bin,
+                       int threads)
 {
   struct server bare;
   struct http_resp r = {0};
@@ -745,12 +619,15 @@ static void http_small(int port_ours, const char *bare_bin, int threads)
   char req_path[128], resp_path[128], thr[16];
   char *bargv[12];
   long errors[2] = {0, 0};
-  int rounds = g_opt.quick ? 1 : 2, i, which, ok = 1;
+  /* Three rounds of ours then bare: the ratio is the median of the three
+   * rounds' ratios, each of two loads run back to back. */
+  int rounds = g_opt.quick ? 1 : 3, i, which, ok = 1;
+  struct bench_samples ratio = {0}, cpu_us[2] = {{0}, {0}};
   struct load ld;
 
   snprintf(req_path, sizeof req_path, "%s/small.json", g_tmp);
   snprintf(resp_path, sizeof resp_path, "%s/small.resp", g_tmp);
-  if (write_file(req_path, g_small_body, sizeof g_small_body - 1) != 0 ||
+  if (bench_write_file(req_path, g_small_body, sizeof g_small_body - 1) != 0 ||
       http_do(port_ours, "POST", "/v1/bias", "application/json", NULL,
               g_small_body, sizeof g_small_body - 1, &r, 10.0) != 0) {
     bench_skip("http_small", "the first /v1/bias request failed");
@@ -762,7 +639,7 @@ static void http_small(int port_ours, const char *bare_bin, int threads)
     http_resp_free(&r);
     return;
   }
-  if (write_file(resp_path, r.body, r.len) != 0) {
+  if (bench_write_file(resp_path, r.body, r.len) != 0) {
     http_resp_free(&r);
     bench_skip("http_small", "cannot write %s", resp_path);
     return;
@@ -795,15 +672,26 @@ static void http_small(int port_ours, const char *bare_bin, int threads)
 
   for (i = 0; i < rounds; i++)
     for (which = 0; which < 2; which++) { /* ours, bare, ours, bare */
+      double cpu0;
       if (which == 1 && bare.pid <= 0)
         continue;
+      cpu0 = proc_cpu_s(which ? bare.pid : pid_ours);
       if (run_wrk(which ? bare.port : port_ours, "/v1/bias", req_path,
                   "application/json", &ld) != 0) {
         ok = 0;
         continue;
       }
+      /* The server's CPU time per request: what the rate would be on
+       * cores of its own (the rate itself also measures wrk and whatever
+       * else shares the machine). */
+      if (ld.requests > 0)
+        bench_samples_add(&cpu_us[which],
+                          (proc_cpu_s(which ? bare.pid : pid_ours) - cpu0) /
+                              (double)ld.requests * 1e6);
       bench_samples_add(&rps[which], ld.rps);
       errors[which] += ld.errors;
+      if (which == 1 && rps[0].n == rps[1].n)
+        bench_samples_add(&ratio, rps[0].v[rps[0].n - 1] / ld.rps);
       if (which == 0) {
         bench_samples_add(&p50, ld.p50_ms);
         bench_samples_add(&p99, ld.p99_ms);
@@ -814,23 +702,29 @@ static void http_small(int port_ours, const char *bare_bin, int threads)
              ld.requests, ld.errors);
     }
   if (bare.pid > 0)
-    stop(bare.pid);
+    bench_stop(bare.pid, 5.0);
   if (rps[0].n == 0) {
     bench_skip("http_small", "no load run succeeded");
     return;
   }
   printf("   http_small: %.0f req/s, p50 %.2f ms, p99 %.2f ms; bare %.0f "
-         "req/s -> %.0f%% of bare%s\n",
+         "req/s -> %.0f%% of bare (median of %d rounds' ratios)%s\n",
          bench_median(&rps[0]), bench_median(&p50), bench_median(&p99),
-         bench_median(&rps[1]),
-         100.0 * bench_median(&rps[0]) / bench_median(&rps[1]),
+         bench_median(&rps[1]), 100.0 * bench_median(&ratio), ratio.n,
          errors[0] || errors[1] || !ok ? "  (some errors: see above)" : "");
   res_begin("http_small");
   res_num("rps", bench_median(&rps[0]));
   res_num("p50_ms", bench_median(&p50));
   res_num("p99_ms", bench_median(&p99));
   res_num("bare_rps", bench_median(&rps[1]));
+  res_num("pct_of_bare", 100.0 * bench_median(&ratio));
+  res_num("cpu_us_per_req", bench_median(&cpu_us[0]));
+  res_num("bare_cpu_us_per_req", bench_median(&cpu_us[1]));
   res_end();
+  printf("   server CPU per request: attnbiasd %.1f us, bare %.1f us (bare/ours "
+         "%.0f%%)\n",
+         bench_median(&cpu_us[0]), bench_median(&cpu_us[1]),
+         100.0 * bench_median(&cpu_us[1]) / bench_median(&cpu_us[0]));
 }
 
 /* One binary attention request over TCP (port) and, with use_unix set, the
@@ -1059,7 +953,8 @@ static void rm_tmp(void)
   static const char *const names[] = {
       "attnbiasd.out", "attnbiasd.err", "bare-server.out", "bare-server.err",
       "wrk.out",       "wrk.err",       "small.json",      "small.resp",
-      "attnbiasd-unix.out", "attnbiasd-unix.err", "attnbiasd.sock"};
+      "attnbiasd-unix.out", "attnbiasd-unix.err", "attnbiasd.sock",
+      "attnbiasd-tls.out", "attnbiasd-tls.err", "tls.crt", "tls.key"};
   char p[160];
   size_t i;
 
@@ -1112,7 +1007,7 @@ void bench_service(struct bench_pool *pool)
   }
   printf("   attnbiasd on 127.0.0.1:%d\n", ours.port);
   if (system("command -v wrk >/dev/null 2>&1") == 0)
-    http_small(ours.port, g_opt.bare, http_threads);
+    http_small(ours.port, ours.pid, g_opt.bare, http_threads);
   else
     bench_skip("http_small", "wrk is not installed (apt-get install wrk)");
   {
@@ -1136,8 +1031,30 @@ void bench_service(struct bench_pool *pool)
              "only)\n");
     http_attention(pool, ours.port, ours.pid, ok);
     if (ok)
-      stop(us.pid);
+      bench_stop(us.pid, 5.0);
   }
-  stop(ours.pid);
+  {
+    /* The same request over HTTPS (bench/tls.c), plain HTTP to `ours` in
+     * the same rounds. */
+    struct server ts;
+    char cert[160], key[160], *targv[16];
+    int k = i;
+
+    memcpy(targv, argv, (size_t)i * sizeof *argv);
+    targv[k++] = "--tls-cert";
+    targv[k++] = cert;
+    targv[k++] = "--tls-key";
+    targv[k++] = key;
+    targv[k] = NULL;
+    if (bench_tls_cert(g_tmp, cert, key, sizeof cert) != 0)
+      bench_skip("http_attention_tls", "cannot make a certificate");
+    else if (server_start(&ts, "attnbiasd-tls", targv, NULL, 0) != 0)
+      bench_skip("http_attention_tls", "attnbiasd --tls-cert did not start");
+    else {
+      bench_tls_attention(ours.port, ts.port, cert);
+      bench_stop(ts.pid, 5.0);
+    }
+  }
+  bench_stop(ours.pid, 5.0);
   rm_tmp();
 }

@@ -127,6 +127,19 @@ struct srv_config {
   double drain_s;
   char api_key[512];       /* "" : no auth */
   int http_threads;        /* libmicrohttpd's internal pool */
+  char tls_cert[1024];     /* "" : plain HTTP; else HTTPS with this PEM
+                            * certificate (chain), reread on SIGHUP */
+  char tls_key[1024];      /* its PEM private key */
+  char tls_ca[1024];       /* PEM CA(s) --healthcheck verifies the server
+                            * with; "" : the certificate tls_cert itself */
+  /* Connection bounds (http/guard.c and libmicrohttpd). */
+  double header_timeout_s; /* headers complete within this of accept */
+  double body_grace_s;     /* then a body must keep body_min_rate_kb */
+  double body_min_rate_kb; /* KiB/s on average */
+  double linger_s;         /* lingering close: at most this long, */
+  double linger_mb;        /* this many MiB read and dropped, */
+  int linger_max;          /* this many sockets at a time */
+  int max_connections_per_ip;
 };
 extern struct srv_config srv_cfg;
 
@@ -160,6 +173,7 @@ struct srv_output {
 
 struct srv_route;
 struct srv_stream; /* http/call.c */
+struct srv_cfg_trace; /* handlers/config-apply.c */
 
 /* Bytes of a response sent from where they lie (see srv_call.resp_seg). */
 struct srv_seg {
@@ -202,8 +216,18 @@ struct srv_call {
   struct srv_buf custom;
   const char *custom_type;
   /* Unknown request fields, for X-Attnbias-Ignored: names separated by
-   * commas, ready for the header (srv_codec_ignored_add). */
+   * commas, ready for the header (srv_codec_ignore). */
   struct srv_buf ignored;
+  /* Prefer: handling=strict (RFC 7240): unknown fields are a 400, and the
+   * answer says Preference-Applied; strict_first is the first unknown
+   * field's pointer. */
+  int strict;
+  char strict_first[192];
+  /* What a model config filled in (srv_config_apply): where each filled
+   * field came from, and the X-Attnbias-Config-Used, -Upstream and -Layer
+   * header values ("" when no config was used). */
+  struct srv_cfg_trace *cfg;
+  char cfg_used[1024], cfg_upstream[512], cfg_layer[64];
 
   /* ---- response: set by srv_codec_encode or the error path ---- */
   int status;
@@ -244,6 +268,11 @@ struct srv_call {
   size_t body_avail;
 };
 
+/* Whether a Prefer header value asks for handling=strict (RFC 7240: the
+ * first "handling" preference counts; names and values are
+ * case-insensitive; parameters after ';' are skipped).  (util/prefer.c) */
+int srv_prefer_strict(const char *value);
+
 /* ======================================================================
  * route/: the route table (routes.def is the single list)
  * ====================================================================== */
@@ -262,7 +291,7 @@ struct srv_route {
   const char *path;
   const char *name;      /* metrics label, e.g. "rope" */
   srv_handler_fn prepare; /* validate + jobs + outputs (may do everything) */
-  srv_handler_fn finish;  /* after the jobs ran, or NULL */
+  srv_handler_fn finish;  /* after the jobs of an image/png answer, or NULL */
   unsigned flags;
 };
 
@@ -285,15 +314,29 @@ int srv_route_path_index(const char *path);
  * acceptable is offered), and read the generic output options "encoding",
  * "output_dtype", "output". */
 int srv_codec_decode_request(struct srv_call *c, struct srv_err *err);
+/* The checks of srv_codec_decode_request that the headers alone decide
+ * (415 for Content-Type, 406 for Accept), for refusing before the body is
+ * read.  Returns 0, or -1 with err set. */
+int srv_codec_check_media(const struct srv_route *route,
+                          const char *content_type, const char *accept,
+                          struct srv_err *err);
 
 /* Find the tensor named by the dotted path ("q", "bias.table",
  * "bias.layers.0.weight"): first among the safetensors tensors, else in the
- * JSON params in any of the three forms of API.md.  Returns 1 and fills
+ * JSON params in any form of docs/http.md#tensors-in-json.  Returns 1 and fills
  * *out (any float dtype, or int32 from a safetensors body; data in the body
  * -- read-only -- or the arena), 0 when absent (an error if `required`), -1
  * on error with err naming the JSON pointer. */
 int srv_codec_tensor(struct srv_call *c, const char *path, int required,
                      struct ab_tensor *out, struct srv_err *err);
+/* srv_codec_tensor where numbers written in JSON (a nested array, or
+ * "data" without a "dtype") are stored as json_dtype instead of float32:
+ * AB_DTYPE_F64 keeps parameter lists the library evaluates in double at
+ * every digit the client wrote.  An explicit "dtype", base64 and
+ * safetensors tensors keep their own. */
+int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
+                        enum ab_dtype json_dtype, struct ab_tensor *out,
+                        struct srv_err *err);
 
 /* Read a JSON number, accepting the strings "inf", "-inf", "nan".
  * Returns 0, or -1 if j is neither. */
@@ -315,15 +358,18 @@ void srv_codec_show(const struct srv_call *c, const json_t *v, char *buf,
  * parameter checks must not take it for a string. */
 int srv_codec_lifted(const struct srv_call *c, const json_t *v);
 
-/* Add the field at a JSON pointer to a list of ignored fields (the text of
- * X-Attnbias-Ignored, c->ignored), by name: the pointer's tokens joined by
- * dots ("/rope/rope_scaling/odd" -> rope.rope_scaling.odd, as nested
- * tensors are named in safetensors), with the bytes a name in a header
- * list cannot carry percent-encoded (control bytes, non-ASCII, space, '%'
- * and the separators ',' and '.').  The list is cut, ending in "...", past
- * a couple of kilobytes.  A list, not the call: the codec and the
- * parameter parser report into it without depending on http/. */
-void srv_codec_ignored_add(struct srv_buf *list, const char *pointer);
+/* An unknown field at a JSON pointer: under Prefer: handling=strict the
+ * first one is kept (c->strict_first, the 400's field), and every one is
+ * added to c->ignored (the text of X-Attnbias-Ignored) by name: the
+ * pointer's tokens joined by dots ("/rope/rope_scaling/odd" ->
+ * rope.rope_scaling.odd, as nested tensors are named in safetensors), with
+ * the bytes a name in a header list cannot carry percent-encoded (control
+ * bytes, non-ASCII, space, '%' and the separators ',' and '.').  The list
+ * is cut, ending in "...", past a couple of kilobytes.  In the codec, not
+ * http/: the codec and the parameter parser report into it without
+ * depending on the call pipeline.  A field a model config filled in is
+ * reported by its config key through srv_config_ignore. */
+void srv_codec_ignore(struct srv_call *c, const char *pointer);
 
 /* Write the problem+json body of e into out. */
 int srv_codec_problem(const struct srv_err *e, struct srv_buf *out);
@@ -338,10 +384,33 @@ size_t srv_codec_fmt_f32(char *buf, float v);
 #define SRV_JSON_TXT_F32 16 /* "-1.17549435e-38," */
 #define SRV_JSON_TXT_F64 25 /* "-2.2250738585072014e-308," */
 
-/* PNG heatmap of a [rows, cols] float32 matrix (-inf cells drawn in a
- * distinct colour) with a legend; appends the PNG bytes to out. */
-int srv_codec_png_heatmap(const float *data, int64_t rows, int64_t cols,
-                          const char *title, struct srv_buf *out,
+/* A picture of one or more [rows, cols] float32 tables -- the heads of a
+ * bias table or of attention weights -- on one colour scale.  Rows are
+ * queries, columns keys: row r is drawn at query position row0 + r, column
+ * j at key position j, and the axes say so. */
+struct srv_heatmap {
+  const float *const *panels; /* n tables, each rows x cols, row-major */
+  const int64_t *labels;      /* panel i is titled "head <labels[i]>"; NULL:
+                               * untitled panels */
+  int n;                      /* 1 .. SRV_HEATMAP_MAX_PANELS */
+  int64_t rows, cols;
+  int64_t row0;               /* query position of row 0 */
+  const char *title;          /* above the panels (printable ASCII kept) */
+  int zero_masked;            /* attention weights: a weight of exactly 0
+                               * is a masked key, drawn as masked */
+};
+#define SRV_HEATMAP_MAX_PANELS 64
+/* An upper bound of the RGB pixels' bytes of a picture of n panels, for
+ * budgets: the pixels are bounded whatever the tables' size (large tables
+ * are mean-pooled), and the PNG is smaller still. */
+double srv_codec_png_bound(int n);
+
+/* Draw hm as a PNG and append its bytes to out: the panels as a grid, each
+ * with its own position ticks, square cells (a non-square table keeps its
+ * shape, padded), a viridis colour bar, masked cells (-inf, or 0 with
+ * zero_masked) grey and NaN/+inf magenta.  400 for an empty or malformed hm, 413 when out's
+ * ceiling is too low, 500 when memory runs out. */
+int srv_codec_png_heatmap(const struct srv_heatmap *hm, struct srv_buf *out,
                           struct srv_err *err);
 
 /* ======================================================================
@@ -377,6 +446,24 @@ int srv_h_rope(struct srv_call *c, struct srv_err *err);
 int srv_h_bias(struct srv_call *c, struct srv_err *err);
 int srv_h_bias_finish(struct srv_call *c, struct srv_err *err);
 int srv_h_attention(struct srv_call *c, struct srv_err *err);
+int srv_h_attention_finish(struct srv_call *c, struct srv_err *err);
+int srv_h_models(struct srv_call *c, struct srv_err *err);
+
+/* A model's config on a POST route (handlers/config-apply.c, docs/models.md):
+ * before the handler runs, "model", "config", "layer" and the Hugging Face
+ * keys given at the top level fill the route's own fields that the request
+ * does not give.  0, or -1 with err (a 400 naming the config key). */
+int srv_config_apply(struct srv_call *c, struct srv_err *err);
+/* An error in a field the config filled in names the config key instead
+ * (field and detail rewritten); others are left alone. */
+void srv_config_blame(const struct srv_call *c, struct srv_err *err);
+/* The pointer to report for request pointer ptr: the config key's when the
+ * config filled that field in (into buf), else ptr itself. */
+const char *srv_config_pointer(const struct srv_call *c, const char *ptr,
+                               char *buf, size_t cap);
+/* srv_codec_ignore for request pointer ptr, named as srv_config_pointer
+ * names it (the handlers' unknown fields, the config's own). */
+void srv_config_ignore(struct srv_call *c, const char *ptr);
 
 /* ======================================================================
  * work/: the pool

@@ -55,5 +55,12 @@ if [ -x "$build/attnbiasd" ] && [ -f tests/http/run.py ]; then
   run_suite http-ref env AB_ISA=ref "$python" tests/http/run.py \
     --server "$build/attnbiasd"
 fi
+# The OpenAPI document as linters and code generators see it: Redocly and
+# Spectral, then TypeScript clients generated, type-checked and run against a
+# server (once: they test the document, not the kernels).
+if [ -x "$build/attnbiasd" ] && [ -f tests/clients/test_clients.py ]; then
+  run_suite clients "$python" tests/http/run.py --server "$build/attnbiasd" \
+    --test-timeout 600 tests/clients/test_clients.py
+fi
 echo "total: $passed passed, $failed failed"
 exit $status

@@ -15,9 +15,14 @@
  *     as AB_STATUS_NO_MEMORY, never fatal.
  *   - Errors: a failing call returns a status and records, per thread, which
  *     argument was wrong and why (ab_last_error).  Nothing aborts on bad input.
- *   - Arithmetic: inputs of any dtype are converted to float32 before any
- *     arithmetic; parameter-only quantities (angles, frequencies, slopes) are
- *     computed in double.  Outputs are float32 (T5 buckets: int32).
+ *   - Arithmetic: inputs of any dtype (q, k, v, x, attn_bias, learned and
+ *     T5 tables) are converted to float32 before any arithmetic;
+ *     parameter-only quantities (angles, frequencies, slopes) are computed
+ *     in double, from parameters kept as given: LongRoPE's factors, Kerple's
+ *     r1 and r2 and FIRE's MLP are read in double (float64 tensors and the
+ *     *_f64 arrays keep every digit).  ALiBi's bias is one float32 product
+ *     per cell, so its slopes are float32.  Outputs are float32 (T5
+ *     buckets: int32).
  *   - Threads: the library starts none.  Large work is exposed as a job of
  *     independent pieces (ab_job_*) that any caller's pool may run.
  */
@@ -157,6 +162,10 @@ AB_API enum ab_status ab_convert(void *dst, enum ab_dtype dst_dtype,
  * "src"); allocates nothing; dst must not overlap src's data. */
 AB_API enum ab_status ab_tensor_to_f32(const struct ab_tensor *src,
                                        float *dst);
+/* The same into doubles: float64 elements keep every digit, the others
+ * widen exactly.  For parameters the library evaluates in double. */
+AB_API enum ab_status ab_tensor_to_f64(const struct ab_tensor *src,
+                                       double *dst);
 /* One element: IEEE half and bfloat16 <-> single, as ab_convert does. */
 AB_API uint16_t ab_f32_to_f16(float f);
 AB_API float ab_f16_to_f32(uint16_t h);
@@ -192,9 +201,11 @@ AB_API enum ab_status ab_job_run(const ab_job_t *job, int64_t piece,
  * elements, whatever its strides) that `piece` writes in `output` (the
  * data pointer of one of the job's outputs, as passed to the *_job call),
  * or INT64_MAX when the piece writes none of it.  The pieces together
- * write every element of each output, each element once; so once every
- * piece p with *first(p) < X has finished, elements [0, X) of that output
- * are final.  Attention jobs describe out, lse and weights; other job
+ * write every element of each output, each element once -- or, where an
+ * attention job splits a block's keys into several pieces, whichever of
+ * them finishes last writes the block, and each of them reports the
+ * block's first element; either way, once every piece p with
+ * *first(p) < X has finished, elements [0, X) of that output are final.  Attention jobs describe out, lse and weights; other job
  * kinds return INVALID_ARG naming "job" (as do outputs the job does not
  * write, naming "output"). */
 AB_API enum ab_status ab_job_piece_first(const ab_job_t *job, int64_t piece,
@@ -218,7 +229,7 @@ AB_API enum ab_status ab_job_run_all(const ab_job_t *job);
 AB_API void ab_job_free(ab_job_t *job);
 
 /* ------------------------------------------------------------------------
- * Absolute position encodings (spec: methods.md 1, 2; README decisions).
+ * Absolute position encodings (docs/methods.md#absolute-encodings).
  * ------------------------------------------------------------------------ */
 enum ab_enc_method {
   AB_ENC_SINUSOIDAL = 0,
@@ -277,7 +288,7 @@ AB_API enum ab_status ab_encoding_add(float *x, int64_t rows, const float *enc,
                                       int64_t n, int64_t dim);
 
 /* ------------------------------------------------------------------------
- * RoPE (spec: methods.md 6-8, 10).
+ * RoPE (docs/methods.md#rope).
  * ------------------------------------------------------------------------ */
 enum ab_rope_type {
   AB_ROPE_DEFAULT = 0,
@@ -408,7 +419,7 @@ AB_API enum ab_status ab_rope_table_job(const struct ab_rope_params *p,
                                         ab_job_t **job);
 
 /* ------------------------------------------------------------------------
- * Attention-bias families (spec: methods.md 3-5, 9, 11).
+ * Attention-bias families (docs/methods.md#attention-biases).
  * ------------------------------------------------------------------------ */
 enum ab_bias_method {
   AB_BIAS_NONE = 0,
@@ -435,20 +446,38 @@ struct ab_bias_params {
   double max_bias;            /* default 8; >= 0 */
   const float *slopes;        /* [num_heads] explicit slopes, or NULL */
   /* t5 */
-  const struct ab_tensor *table; /* [num_buckets, num_heads] */
+  const struct ab_tensor *table; /* [num_buckets, num_heads], or NULL for
+                                    buckets alone (see num_buckets) */
   int bidirectional;          /* default 1 */
   int64_t max_distance;       /* relative_attention_max_distance, def. 128 */
-  /* fire */
+  /* fire: c, L and eps are doubles; the layers any float dtype, read in
+   * double (a float64 MLP keeps every digit) */
   double c, L, eps;           /* eps default 0 */
   int n_layers;
   const struct ab_fire_layer *layers; /* in 1 -> ... -> num_heads or 1 */
   /* kerple */
   int kerple_power;           /* 0: log variant, 1: power variant */
   const float *r1, *r2;       /* [num_heads] */
+  /* The fields below come last so that the offsets of those above stay
+   * what they were. */
+  /* t5: the bucket count (relative_attention_num_buckets); 0, the default,
+   * takes the table's rows.  With a table it must equal them.  Without a
+   * table only buckets can be computed (ab_bias_table with bias NULL; a
+   * bias or attention refuses it, naming "table"); Hugging Face's
+   * T5Config default is 32. */
+  int64_t num_buckets;
+  /* Double forms of the per-head arrays, NULL by default; give at most one
+   * form of each.  Kerple is evaluated in double, so r1_f64 and r2_f64 keep
+   * every digit (the float forms widen exactly).  ALiBi's table is a
+   * float32 product, so slopes_f64 is rounded to float32 once, as
+   * ab_alibi_slopes' are, and must be finite in float32. */
+  const double *slopes_f64;
+  const double *r1_f64, *r2_f64;
 };
 /* Fill p with the defaults: method none, max_bias 8, bidirectional,
- * max_distance 128, c and L NaN (FIRE requires them), eps 0, every pointer
- * NULL.  NULL is a no-op (as for every *_init). */
+ * max_distance 128, num_buckets 0 (the table's), c and L NaN (FIRE
+ * requires them), eps 0, every pointer NULL.  NULL is a no-op (as for
+ * every *_init). */
 AB_API void ab_bias_params_init(struct ab_bias_params *p);
 
 /* Geometry shared by bias tables and attention: query row r sits at
@@ -479,13 +508,13 @@ AB_API enum ab_status ab_t5_check(int64_t num_buckets, int bidirectional,
                                   int64_t max_distance);
 
 /* Validate p for p->num_heads (>= 1) heads: the method's parameters, the
- * per-head arrays, the T5 table's shape, FIRE's layer chain, ...
- * Allocates nothing. */
+ * per-head arrays, the T5 table's shape (or, without a table, num_buckets),
+ * FIRE's layer chain, ...  Allocates nothing. */
 AB_API enum ab_status ab_bias_check(const struct ab_bias_params *p);
 
 /* bias [num_heads, q_len, k_len] float32 (masked cells -inf, from g's
  * causal flag and window), and/or buckets [q_len, k_len] int32 (T5 only,
- * unmasked).  Either output may be NULL, not both.  Builds the job below
+ * unmasked; they need no table).  Either output may be NULL, not both.  Builds the job below
  * and runs it on the calling thread: allocates it, a resolved copy of p
  * and small per-distance tables (T5 buckets, Kerple and FIRE values), all
  * freed before it returns.  FIRE's c and L are required (NaN after
@@ -495,16 +524,17 @@ AB_API enum ab_status ab_bias_table(const struct ab_bias_params *p,
                                     int32_t *buckets);
 /* The same as a job of row blocks (per head, except FIRE whose pieces
  * write every head).  Validates everything first; allocates the job with
- * a float32 copy of p's parameters and tables (p and its arrays are read
- * only during the call); borrows bias and buckets until ab_job_free.
- * Pieces need no scratch. */
+ * a copy of p's parameters and tables (tables and slopes in float32,
+ * Kerple's and FIRE's parameters in double; p and its arrays are read only
+ * during the call); borrows bias and buckets until ab_job_free.  Pieces
+ * need no scratch. */
 AB_API enum ab_status ab_bias_table_job(const struct ab_bias_params *p,
                                         const struct ab_geometry *g,
                                         float *bias, int32_t *buckets,
                                         ab_job_t **job);
 
 /* ------------------------------------------------------------------------
- * Attention (spec: methods.md 0).
+ * Attention (docs/methods.md#attention).
  *
  * scores = scale * q.k^T -> softcap c*tanh(s/c) -> + position bias
  *          -> + attn_bias -> masks (causal, window, kv_lens) to -inf
@@ -535,7 +565,8 @@ struct ab_attn_params {
   const struct ab_rope_params *rope;
   int64_t rope_seq_len;              /* 0: max position + 1 */
   const int64_t *q_positions, *k_positions;
-  /* Position bias, computed inside the key loop, or NULL. num_heads = Hq. */
+  /* Position bias, computed inside the key loop, or NULL. num_heads = Hq;
+   * T5 needs its table. */
   const struct ab_bias_params *bias;
   /* Additive bias broadcastable to [B, Hq, Nq, Nk] (rank <= 4, dims
    * right-aligned, each 1 or full), or NULL.  Always head-major. */

@@ -40,7 +40,7 @@ enum ab_status ab__fail(enum ab_status st, const char *arg, const char *fmt,
 /* ---- output writers ------------------------------------------------- */
 /* Outputs of at least this many bytes are written with non-temporal
  * stores (bias tables, encodings, RoPE into a separate output): half the
- * 32 MiB L3 of the reference machine (BENCH.md), past which the output
+ * 32 MiB L3 of the reference machine (bench/README.md), past which the output
  * cannot stay cached for its reader anyway, and streaming saves the
  * read-for-ownership of every output line. */
 #define AB__STREAM_BYTES ((int64_t)16 << 20)
@@ -74,6 +74,8 @@ static inline int64_t ab__max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Convert one element of a float tensor to float (dtype known valid). */
 float ab__load_f32(const void *base, int32_t dtype, int64_t idx);
+/* The same in double: float64 elements keep every digit. */
+double ab__load_f64(const void *base, int32_t dtype, int64_t idx);
 /* Offset in elements of a multi-index (idx has t->ndim entries). */
 int64_t ab__tensor_offset(const struct ab_tensor *t, const int64_t *idx);
 /* Validate a tensor descriptor: non-NULL data, float dtype (or int32 when

@@ -3,6 +3,7 @@
 #ifndef AB_ATTN_INTERNAL_H
 #define AB_ATTN_INTERNAL_H
 
+#include "ab-internal.h"
 #include "kernels/kernels.h"
 
 /* Default blocking: query rows per block and keys per tile.  64 x 64 keeps
@@ -12,10 +13,35 @@
 #define AB__ATTN_MAX_ROWS 64
 #define AB__ATTN_KEY_TILE 64
 
+/* Blocks of at most this many rows use the few-row kernels (qk_rows,
+ * pv_rows), with key tiles AB__ATTN_ROWS_TILES times as long (a few rows
+ * make a small score tile, and a long one spends less per tile on the
+ * softmax's bookkeeping).  At 16 rows (4 new tokens of a GQA group of 4)
+ * both kinds are compute-bound; measured on one Zen 5 core (thread CPU
+ * time, Hq 32, Hkv 8, Nk 32768, d 128): the few-row kernels 36 ms with
+ * float32 k, v and 22 ms with bfloat16, the row-vectorised ones 37 and
+ * 28 ms.  Below 16 rows the row-vectorised kernels compute a whole vector
+ * of rows anyway. */
+#define AB__ATTN_ROWS_MAX 16
+#define AB__ATTN_ROWS_TILES 4
+
+/* Split keys: when a job's blocks are fewer than AB__ATTN_SPLIT_PIECES,
+ * each block's keys are cut into chunks of at least AB__ATTN_SPLIT_MIN_KEYS
+ * so that there are about that many pieces -- enough for every thread of
+ * a large machine to stream K and V, however few kv heads there are. */
+#define AB__ATTN_SPLIT_PIECES 64
+#define AB__ATTN_SPLIT_MIN_KEYS 1024
+
 struct ab__attn_tuning {
   const struct ab__kernels *kernels; /* NULL: ab__kernels() */
   int64_t max_rows;                  /* 0: AB__ATTN_MAX_ROWS; else 1..1024 */
   int64_t key_tile;                  /* 0: AB__ATTN_KEY_TILE; else 1..4096 */
+  /* 0: AB__ATTN_ROWS_MAX; < 0: never the few-row kernels; else up to 16 */
+  int64_t rows_max;
+  int64_t key_splits; /* 0: chosen by the job; else key chunks per block */
+  /* bfloat16 dot products for bfloat16 q and k: 0 where the kernel table
+   * says they are faster, 1 whenever the table has them, -1 never */
+  int bf16_dot;
 };
 
 /* ab_attention_job with an explicit kernel table and block sizes (t may be

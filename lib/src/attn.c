@@ -12,19 +12,33 @@
  * row sees in full skip the mask, the others are masked per row.  Nothing
  * of size Nq x Nk exists unless the caller asked for the weights.
  *
- * Memory.  q is read in place (gathered per block into a transposed,
- * pre-scaled copy in scratch); k and v are read in place when they are
- * float32 with unit inner stride and no RoPE, otherwise converted once at
- * job creation to float32 [B, Hkv, N, D] (with RoPE, q and k are rotated
- * into float32 copies in their own layout).  Translation-invariant position
- * biases (ALiBi, T5, Kerple) are tabulated once per head over the Nq+Nk-1
- * possible distances; FIRE (which also depends on the query position) is
- * evaluated per row and tile.  Everything allocated is O(B*H*N*D). */
+ * Few rows.  A block of at most AB__ATTN_ROWS_MAX rows (decoding: a few
+ * new tokens per query head) runs on the kernels vectorised over the head
+ * dimension (qk_rows, pv_rows) instead of padding its rows to a vector.
+ *
+ * Split keys.  When the blocks are too few to keep every thread streaming
+ * K and V (decoding: B * Hkv blocks), each block's keys are split into
+ * nsplit chunks, one piece each.  A chunk's piece leaves its unnormalised
+ * output rows with their running max and sum in the job's `part` buffer;
+ * the piece that finishes a block's last chunk (a per-block counter) merges
+ * the partial softmaxes and writes the block's outputs.
+ *
+ * Memory.  q is read in place (gathered per block into a pre-scaled copy
+ * in scratch); k and v are read in place when they are float32, bfloat16
+ * or float16 with unit inner stride and no RoPE (16-bit tiles are widened
+ * as they are used: half the memory traffic of float32), otherwise
+ * converted once at job creation to float32 [B, Hkv, N, D] (with RoPE, q
+ * and k are rotated into float32 copies in their own layout).
+ * Translation-invariant position biases (ALiBi, T5, Kerple) are tabulated
+ * once per head over the Nq+Nk-1 possible distances; FIRE (which also
+ * depends on the query position) is evaluated per row and tile.
+ * Everything allocated is O(B*H*N*D). */
 #include "attn-internal.h"
 #include "bias-internal.h"
 
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,9 +362,12 @@ struct attn_ctx {
   const void *q;
   int32_t q_dtype;
   int64_t qst[4];
-  /* k, v float32 with unit inner stride; strides per (b, h, j) */
-  const float *k, *v;
+  /* k, v with unit inner stride (elements of type ke, ve); strides per
+   * (b, h, j) in elements */
+  const void *k, *v;
+  enum ab__elem ke, ve;
   int64_t kst[3], vst[3];
+  int dot; /* scores by qk_tile_bf16 (bfloat16 q and k) */
   float *q_own, *k_own, *v_own;
   const void *in_q, *in_k, *in_v; /* the caller's (ab_job_piece_reads) */
   /* position bias */
@@ -365,12 +382,21 @@ struct attn_ctx {
   /* outputs */
   float *out, *lse, *weights;
   int64_t ost[4];
+  int stream_out; /* out is written with non-temporal stores */
   /* blocking */
   int64_t bq, nqb, hg, nhc, key_tile, mp_max;
-  int64_t *order;      /* piece -> linear block index, costliest first */
+  int64_t rows_max, rows_tile; /* few-row blocks and their key tile */
+  int64_t nsplit;      /* key chunks per block (>= 1) */
+  int64_t *order;      /* piece -> block x nsplit + chunk, costliest first */
+  /* split keys: per block x chunk, part_rec floats (o [mp_max][Dv], then
+   * mx and l [mp_max]); per block, chunks finished (modulo nsplit) */
+  float *part;
+  int64_t part_rec;
+  _Atomic int64_t *arrive;
   /* scratch layout (byte offsets) */
   size_t off_qt, off_s, off_ot, off_tb, off_mx, off_l, off_alpha, off_lo,
-      off_hi, off_lo64, off_hi64, off_bptr, off_row;
+      off_hi, off_lo64, off_hi64, off_bptr, off_row, off_kw, off_vw,
+      off_qrow, off_orow;
 };
 
 static void attn_destroy(struct ab_job *job)
@@ -383,6 +409,8 @@ static void attn_destroy(struct ab_job *job)
   ab__free_aligned(c->k_own);
   ab__free_aligned(c->v_own);
   ab__free_aligned(c->rel);
+  ab__free_aligned(c->part);
+  ab__free(c->arrive);
   ab__free(c->order);
   ab__bias_release(&c->bias); /* a no-op on the zeroed struct */
 }
@@ -445,18 +473,31 @@ static enum ab_status copy_bhsd(const struct ab_tensor *t, const int64_t sh[4],
   return AB_STATUS_OK;
 }
 
+/* The kernels' element type for a dtype they read in place (1), or 0 for
+ * a dtype that is converted to float32 first. */
+static int kernel_elem(int32_t dtype, enum ab__elem *e)
+{
+  switch (dtype) {
+  case AB_DTYPE_F32: *e = AB__ELEM_F32; return 1;
+  case AB_DTYPE_BF16: *e = AB__ELEM_BF16; return 1;
+  case AB_DTYPE_F16: *e = AB__ELEM_F16; return 1;
+  default: return 0;
+  }
+}
+
 /* k or v as the pieces read it, [B, Hkv, Nk, dim] with strides st4:
- * in place when float32 with unit inner stride, else a float32 copy in
- * *own (freed with the job).  Sets *data and the (b, h, j) strides st3. */
+ * in place when float32, bfloat16 or float16 with unit inner stride, else
+ * a float32 copy in *own (freed with the job).  Sets *data, its element
+ * type and the (b, h, j) strides st3. */
 static enum ab_status kv_view(const struct ab_tensor *t,
                               const struct attn_shape *s, const int64_t st4[4],
-                              int64_t dim, const char *name, const float **data,
-                              int64_t st3[3], float **own)
+                              int64_t dim, const char *name, const void **data,
+                              enum ab__elem *elem, int64_t st3[3], float **own)
 {
   const int64_t sh[4] = {s->B, s->Hkv, s->Nk, dim};
   enum ab_status st;
 
-  if (t->dtype == AB_DTYPE_F32 && st4[3] == 1) {
+  if (kernel_elem(t->dtype, elem) && st4[3] == 1) {
     *data = t->data;
     st3[0] = st4[0], st3[1] = st4[1], st3[2] = st4[2];
     return AB_STATUS_OK;
@@ -464,6 +505,7 @@ static enum ab_status kv_view(const struct ab_tensor *t,
   if ((st = copy_bhsd(t, sh, st4, name, own, st3)) != AB_STATUS_OK)
     return st;
   *data = *own;
+  *elem = AB__ELEM_F32;
   return AB_STATUS_OK;
 }
 
@@ -560,7 +602,7 @@ static enum ab_status apply_rope(struct attn_ctx *c,
     /* xPos scales q by zeta^(p/scale_base) and k by zeta^(-p/scale_base):
      * at |p| beyond ~36k one overflows float32 and the other underflows
      * (inf * 0).  Only the distances reach the logits, so both sides are
-     * taken relative to the middle of their positions (methods.md §10:
+     * taken relative to the middle of their positions (docs/methods.md#xpos:
      * centring cancels in q.k; rotations are relative as well). */
     if ((st = centre_positions(axes, s->Nq, s->Nk, &qpos, &qpos_own, &kpos,
                                &kpos_own)) != AB_STATUS_OK)
@@ -580,6 +622,7 @@ static enum ab_status apply_rope(struct attn_ctx *c,
   contiguous_strides(p->k, cst);
   view4(p->k, cst, p->layout, sh, st4);
   c->k = c->k_own;
+  c->ke = AB__ELEM_F32;
   c->kst[0] = st4[0], c->kst[1] = st4[1], c->kst[2] = st4[2];
 done:
   ab__free(qpos_own);
@@ -651,14 +694,67 @@ static int cmp_cost(const void *a, const void *b)
   return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* Choose the blocks and order the pieces costliest first. */
+/* The keys any query position r0 .. r0+bq-1 of batch entry b sees: their
+ * union [*jlo, *jhi) (both 0 when none is visible). */
+static void block_keys(const struct attn_ctx *c, int64_t b, int64_t r0,
+                       int64_t bq, int64_t *jlo, int64_t *jhi)
+{
+  const struct attn_shape *s = &c->s;
+  int64_t kvlen = c->kv_lens ? c->kv_lens[b] : s->Nk, r, lo, hi;
+
+  *jlo = INT64_MAX, *jhi = INT64_MIN;
+  for (r = r0; r < r0 + bq; r++) {
+    ab__visible_keys(s->q_offset + r, kvlen, s->causal, s->wl, s->wr, &lo,
+                     &hi);
+    if (hi > lo) {
+      *jlo = ab__min64(*jlo, lo);
+      *jhi = ab__max64(*jhi, hi);
+    }
+  }
+  if (*jlo >= *jhi)
+    *jlo = *jhi = 0;
+}
+
+/* Chunk `split` of nsplit equal parts of [*lo, *hi), in place. */
+static void key_chunk(int64_t nsplit, int64_t split, int64_t *lo,
+                      int64_t *hi)
+{
+  int64_t n = *hi - *lo, a = *lo;
+
+  *lo = a + n * split / nsplit;
+  *hi = a + n * (split + 1) / nsplit;
+}
+
+/* Key chunks per block: the caller's (tests), else enough to make about
+ * AB__ATTN_SPLIT_PIECES pieces when the blocks alone are fewer, each at
+ * least AB__ATTN_SPLIT_MIN_KEYS keys long -- only for blocks of one query
+ * block per head (decoding, short q against long k), and never when the
+ * weights are asked for (they need every row's final max and sum in the
+ * piece that writes them). */
+static int64_t choose_splits(const struct attn_ctx *c, int64_t blocks,
+                             int64_t forced)
+{
+  int64_t want, most;
+
+  if (c->weights)
+    return 1;
+  if (forced > 0)
+    return forced;
+  if (c->nqb != 1 || blocks >= AB__ATTN_SPLIT_PIECES)
+    return 1;
+  want = (AB__ATTN_SPLIT_PIECES + blocks - 1) / blocks;
+  most = c->s.Nk / AB__ATTN_SPLIT_MIN_KEYS;
+  return ab__max64(1, ab__min64(want, most));
+}
+
+/* Choose the blocks and key chunks and order the pieces costliest first. */
 static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
-                                  int64_t *npieces)
+                                  int64_t forced_splits, int64_t *npieces)
 {
   const struct attn_shape *s = &c->s;
   struct piece_cost *pc;
   double maxcost = 0.0;
-  int64_t n, i, b, qb, kvh, hc;
+  int64_t n, nb, i, b, qb, kvh, hc, sp;
 
   if (s->Nq >= max_rows) {
     c->hg = 1;
@@ -673,8 +769,11 @@ static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
   c->hg = (s->G + c->nhc - 1) / c->nhc; /* balanced head chunks */
   c->mp_max = round_up(c->hg * c->bq, AB__ATTN_ROW_PAD);
 
-  if (ab_mul_overflow(s->B, s->Hkv, &n) || ab_mul_overflow(n, c->nhc, &n) ||
-      ab_mul_overflow(n, c->nqb, &n) ||
+  if (ab_mul_overflow(s->B, s->Hkv, &nb) || ab_mul_overflow(nb, c->nhc, &nb) ||
+      ab_mul_overflow(nb, c->nqb, &nb))
+    return ab__fail(AB_STATUS_OVERFLOW, "q", "piece count overflows");
+  c->nsplit = choose_splits(c, nb, forced_splits);
+  if (ab_mul_overflow(nb, c->nsplit, &n) ||
       (uint64_t)n > SIZE_MAX / sizeof *pc)
     return ab__fail(AB_STATUS_OVERFLOW, "q", "piece count overflows");
   pc = ab__malloc((size_t)n * sizeof *pc);
@@ -685,33 +784,28 @@ static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
                     "cannot allocate the piece table (%lld pieces)",
                     (long long)n);
   }
-  /* Cost of a block: rows x keys between the first and last visible key
-   * (what the tile loop walks), plus a little per row for the q gather and
-   * the output, so fully masked blocks still sort after real work. */
+  /* Cost of a piece: rows x keys between the first and last visible key
+   * of its chunk (what the tile loop walks), plus a little per row for the
+   * q gather and the output, so fully masked blocks still sort after real
+   * work. */
   for (b = 0; b < s->B; b++) {
-    int64_t kvlen = c->kv_lens ? c->kv_lens[b] : s->Nk;
     for (qb = 0; qb < c->nqb; qb++) {
-      int64_t r0 = qb * c->bq, bq = ab__min64(c->bq, s->Nq - r0);
-      int64_t jlo = INT64_MAX, jhi = INT64_MIN, r, lo, hi;
-      double width;
-      for (r = r0; r < r0 + bq; r++) {
-        ab__visible_keys(s->q_offset + r, kvlen, s->causal, s->wl, s->wr,
-                         &lo, &hi);
-        if (hi > lo) {
-          jlo = ab__min64(jlo, lo);
-          jhi = ab__max64(jhi, hi);
-        }
+      int64_t r0 = qb * c->bq, bq = ab__min64(c->bq, s->Nq - r0), jlo, jhi;
+      block_keys(c, b, r0, bq, &jlo, &jhi);
+      for (sp = 0; sp < c->nsplit; sp++) {
+        int64_t lo = jlo, hi = jhi;
+        key_chunk(c->nsplit, sp, &lo, &hi);
+        for (kvh = 0; kvh < s->Hkv; kvh++)
+          for (hc = 0; hc < c->nhc; hc++) {
+            int64_t hg = ab__min64(c->hg, s->G - hc * c->hg);
+            i = (((b * s->Hkv + kvh) * c->nhc + hc) * c->nqb + qb) *
+                    c->nsplit + sp;
+            pc[i].cost = (double)(hg * bq) * ((double)(hi - lo) + 1.0);
+            pc[i].kv = b * s->Hkv + kvh;
+            pc[i].idx = i;
+            maxcost = pc[i].cost > maxcost ? pc[i].cost : maxcost;
+          }
       }
-      width = jhi > jlo ? (double)(jhi - jlo) : 0.0;
-      for (kvh = 0; kvh < s->Hkv; kvh++)
-        for (hc = 0; hc < c->nhc; hc++) {
-          int64_t hg = ab__min64(c->hg, s->G - hc * c->hg);
-          i = ((b * s->Hkv + kvh) * c->nhc + hc) * c->nqb + qb;
-          pc[i].cost = (double)(hg * bq) * (width + 1.0);
-          pc[i].kv = b * s->Hkv + kvh;
-          pc[i].idx = i;
-          maxcost = pc[i].cost > maxcost ? pc[i].cost : maxcost;
-        }
     }
   }
   for (i = 0; i < n; i++)
@@ -720,6 +814,20 @@ static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
   for (i = 0; i < n; i++)
     c->order[i] = pc[i].idx;
   ab__free(pc);
+  if (c->nsplit > 1) {
+    /* Partial results of every chunk, and the blocks' counters. */
+    int64_t floats;
+    c->part_rec = c->mp_max * (s->Dv + 2);
+    if (ab_mul_overflow(n, c->part_rec, &floats) ||
+        !(c->part = alloc_f32(floats)) ||
+        !(c->arrive = ab__malloc((size_t)nb * sizeof *c->arrive)))
+      return ab__fail(AB_STATUS_NO_MEMORY, "job",
+                      "cannot allocate the partial results of %lld key "
+                      "chunks",
+                      (long long)n);
+    for (i = 0; i < nb; i++)
+      atomic_init(&c->arrive[i], 0);
+  }
   *npieces = n;
   return AB_STATUS_OK;
 }
@@ -745,14 +853,16 @@ static enum ab_status check_later(const struct ab_attn_params *p,
     return ab__fail(AB_STATUS_INVALID_ARG, "inputs_later",
                     "inputs_later needs rope NULL: RoPE rotates q and k "
                     "into copies when the job is built");
-  for (i = 0; i < 2; i++)
-    if (kv[i]->dtype != AB_DTYPE_F32 || inner[i] != 1)
+  for (i = 0; i < 2; i++) {
+    enum ab__elem e;
+    if (!kernel_elem(kv[i]->dtype, &e) || inner[i] != 1)
       return ab__fail(AB_STATUS_INVALID_ARG, "inputs_later",
-                      "inputs_later needs %s float32 with inner stride 1 "
-                      "(it is %s with inner stride %lld): it is copied "
-                      "when the job is built",
+                      "inputs_later needs %s float32, bfloat16 or float16 "
+                      "with inner stride 1 (it is %s with inner stride "
+                      "%lld): it is copied when the job is built",
                       names[i], ab_dtype_name((enum ab_dtype)kv[i]->dtype),
                       (long long)inner[i]);
+  }
   return AB_STATUS_OK;
 }
 
@@ -765,7 +875,8 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
   struct ab_job *job;
   int64_t max_rows = t && t->max_rows ? t->max_rows : AB__ATTN_MAX_ROWS;
   int64_t key_tile = t && t->key_tile ? t->key_tile : AB__ATTN_KEY_TILE;
-  int64_t npieces = 0, mp, kt;
+  int64_t rows_max = t && t->rows_max ? t->rows_max : AB__ATTN_ROWS_MAX;
+  int64_t npieces = 0, mp, kt, tile;
   size_t total = 0;
   enum ab_status st;
 
@@ -779,6 +890,13 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
                     "block of %lld rows x %lld keys is outside 1..1024 x "
                     "1..4096",
                     (long long)max_rows, (long long)key_tile);
+  if (rows_max > AB__ATTN_ROW_PAD ||
+      (t && (t->key_splits < 0 || t->key_splits > 65536)))
+    return ab__fail(AB_STATUS_INVALID_ARG, "tuning",
+                    "few-row blocks of up to %lld rows (at most %d) or %lld "
+                    "key chunks",
+                    (long long)rows_max, AB__ATTN_ROW_PAD,
+                    (long long)t->key_splits);
   if (p->inputs_later && (st = check_later(p, &s)) != AB_STATUS_OK)
     return st;
   if ((st = ab__job_new(sizeof *c, &job)) != AB_STATUS_OK)
@@ -799,6 +917,9 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
   c->out = p->out;
   c->lse = p->lse;
   c->weights = p->weights;
+  c->stream_out = (double)s.B * (double)s.Hq * (double)s.Nq * (double)s.Dv *
+                      sizeof(float) >=
+                  (double)AB__STREAM_BYTES;
   if (p->layout == AB_LAYOUT_BHSD) {
     c->ost[1] = s.Nq * s.Dv, c->ost[2] = s.Dv;
     c->ost[0] = s.Hq * c->ost[1];
@@ -807,6 +928,8 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
     c->ost[0] = s.Nq * c->ost[2];
   }
   c->key_tile = key_tile;
+  c->rows_max = rows_max;
+  c->rows_tile = AB__ATTN_ROWS_TILES * key_tile;
 
   /* Position bias: resolve once for Hq heads. */
   if (p->bias) {
@@ -855,22 +978,41 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
   if (p->rope)
     st = apply_rope(c, p);
   else
-    st = kv_view(p->k, &s, s.kst, s.D, "k", &c->k, c->kst, &c->k_own);
+    st = kv_view(p->k, &s, s.kst, s.D, "k", &c->k, &c->ke, c->kst,
+                 &c->k_own);
   if (st == AB_STATUS_OK)
-    st = kv_view(p->v, &s, s.vst, s.Dv, "v", &c->v, c->vst, &c->v_own);
+    st = kv_view(p->v, &s, s.vst, s.Dv, "v", &c->v, &c->ve, c->vst,
+                 &c->v_own);
   if (st != AB_STATUS_OK)
     goto fail;
+  /* bfloat16 q and k (read in place): scores by bfloat16 dot products
+   * where the kernel table says they beat widening k (or the tuning asks). */
+  if (c->kern->attn.qk_tile_bf16 && c->q_dtype == AB_DTYPE_BF16 &&
+      c->qst[3] == 1 && c->ke == AB__ELEM_BF16) {
+    int want = t ? t->bf16_dot : 0;
+    c->dot = want > 0 || (want == 0 && c->kern->attn.bf16_dot_fast);
+  }
 
-  if ((st = plan_pieces(c, max_rows, &npieces)) != AB_STATUS_OK)
+  if ((st = plan_pieces(c, max_rows, t ? t->key_splits : 0, &npieces)) !=
+      AB_STATUS_OK)
     goto fail;
 
-  /* Per-thread scratch for one block. */
+  /* Per-thread scratch for one block.  q and the output numerators take
+   * D x mp and Dv x mp floats in either layout; a score tile has kt x mp
+   * floats, or rows_tile x one row vector for few rows. */
   mp = c->mp_max;
   kt = key_tile;
+  tile = ab__max64(kt * mp, c->rows_tile * AB__ATTN_ROW_PAD);
   if (carve(&total, &c->off_qt, s.D, mp, sizeof(float)) ||
-      carve(&total, &c->off_s, kt, mp, sizeof(float)) ||
+      carve(&total, &c->off_s, 1, tile, sizeof(float)) ||
       carve(&total, &c->off_ot, s.Dv, mp, sizeof(float)) ||
-      carve(&total, &c->off_tb, c->need_tb ? kt : 0, mp, sizeof(float)) ||
+      carve(&total, &c->off_tb, c->need_tb ? 1 : 0, tile, sizeof(float)) ||
+      carve(&total, &c->off_kw, c->ke != AB__ELEM_F32 ? kt : 0, s.D,
+            sizeof(float)) ||
+      carve(&total, &c->off_vw, c->ve != AB__ELEM_F32 ? kt : 0, s.Dv,
+            sizeof(float)) ||
+      carve(&total, &c->off_qrow, 1, s.D, sizeof(float)) ||
+      carve(&total, &c->off_orow, 1, s.Dv, sizeof(float)) ||
       carve(&total, &c->off_mx, 1, mp, sizeof(float)) ||
       carve(&total, &c->off_l, 1, mp, sizeof(float)) ||
       carve(&total, &c->off_alpha, 1, mp, sizeof(float)) ||
@@ -879,7 +1021,8 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
       carve(&total, &c->off_lo64, 1, mp, sizeof(int64_t)) ||
       carve(&total, &c->off_hi64, 1, mp, sizeof(int64_t)) ||
       carve(&total, &c->off_bptr, 1, mp, sizeof(float *)) ||
-      carve(&total, &c->off_row, 1, kt, sizeof(float))) {
+      carve(&total, &c->off_row, 1, ab__max64(kt, c->rows_tile),
+            sizeof(float))) {
     st = ab__fail(AB_STATUS_OVERFLOW, "q",
                   "scratch for head_dim %lld / %lld overflows",
                   (long long)s.D, (long long)s.Dv);
@@ -915,25 +1058,33 @@ enum ab_status ab_attention(const struct ab_attn_params *p)
 
 /* ==== one piece ========================================================= */
 
-/* A piece's block: which rows, and the views of scratch. */
+/* A piece's block: which rows and keys, and the views of scratch. */
 struct block {
   int64_t b, h0, r0, bq, m, mp;
-  int64_t jlo, jhi, flo, fhi; /* union and all-rows-visible key ranges */
-  const float *k, *v;
-  float *qt, *s, *ot, *tb, *mx, *l, *alpha, *row;
+  int64_t group, split;       /* block index (without chunks), its chunk */
+  int64_t jlo, jhi, flo, fhi; /* keys walked; all-rows-visible range */
+  int rows;                   /* few-row kernels, row-major q and o */
+  int dot;                    /* qk_tile_bf16: q in bfloat16 pairs */
+  int64_t tile;               /* keys per tile */
+  const void *k, *v;          /* this kv head's rows */
+  float *qt, *s, *ot, *tb, *mx, *l, *alpha, *row, *kw, *vw, *qrow, *orow;
   int32_t *lo, *hi;
   int64_t *lo64, *hi64;
   const float **bptr;
 };
 
 /* The rows of a piece: batch entry b, query heads h0.., positions r0..r0+bq
- * (the block's head x position product, m rows).  Returns its kv head. */
+ * (the block's head x position product, m rows), and its key chunk.
+ * Returns its kv head. */
 static int64_t piece_block(const struct attn_ctx *c, int64_t piece,
                            struct block *bl)
 {
   const struct attn_shape *s = &c->s;
   int64_t idx = c->order[piece], qb, hc, kvh;
 
+  bl->split = idx % c->nsplit;
+  idx /= c->nsplit;
+  bl->group = idx;
   qb = idx % c->nqb;
   idx /= c->nqb;
   hc = idx % c->nhc;
@@ -947,8 +1098,16 @@ static int64_t piece_block(const struct attn_ctx *c, int64_t piece,
   return kvh;
 }
 
+/* The keys a piece walks: its chunk of its block's visible keys. */
+static void piece_keys(const struct attn_ctx *c, struct block *bl)
+{
+  block_keys(c, bl->b, bl->r0, bl->bq, &bl->jlo, &bl->jhi);
+  key_chunk(c->nsplit, bl->split, &bl->jlo, &bl->jhi);
+}
+
 /* ab_job_piece_first: a block's lowest element is its first row's (every
- * stride is >= 0), at column 0. */
+ * stride is >= 0), at column 0.  With split keys, whichever chunk's piece
+ * finishes last writes the block, so every chunk reports it. */
 static int64_t attn_first(const struct ab_job *job, int64_t piece,
                           const void *output)
 {
@@ -979,10 +1138,9 @@ static int64_t box_end(const int64_t st[4], int64_t b, int64_t h1,
 }
 
 /* ab_job_piece_reads: a block reads its rows of q (and of attn_bias, for
- * every key), and its kv head's keys and values -- all of them: which
- * keys are visible is decided per tile while the piece runs.  An input
- * the job copied is not read by the pieces; one passed twice (k = v) is
- * read as both. */
+ * every key), and its kv head's keys and values up to the last one its
+ * chunk walks.  An input the job copied is not read by the pieces; one
+ * passed twice (k = v) is read as both. */
 static int64_t attn_reads(const struct ab_job *job, int64_t piece,
                           const void *input)
 {
@@ -993,15 +1151,20 @@ static int64_t attn_reads(const struct ab_job *job, int64_t piece,
   int64_t h1 = bl.h0 + bl.m / bl.bq, r1 = bl.r0 + bl.bq, end = -1;
   int64_t kst[4] = {c->kst[0], c->kst[1], c->kst[2], 1};
   int64_t vst[4] = {c->vst[0], c->vst[1], c->vst[2], 1};
+  int walks;
 
+  piece_keys(c, &bl);
+  walks = bl.jhi > bl.jlo;
   if (input == c->in_q)
     end = ab__max64(end, c->q_own ? 0 : box_end(c->qst, bl.b, h1, r1, s->D));
   if (input == c->in_k)
-    end = ab__max64(end, c->k_own ? 0 : box_end(kst, bl.b, kvh + 1, s->Nk,
-                                                s->D));
+    end = ab__max64(end, c->k_own || !walks
+                             ? 0
+                             : box_end(kst, bl.b, kvh + 1, bl.jhi, s->D));
   if (input == c->in_v)
-    end = ab__max64(end, c->v_own ? 0 : box_end(vst, bl.b, kvh + 1, s->Nk,
-                                                s->Dv));
+    end = ab__max64(end, c->v_own || !walks
+                             ? 0
+                             : box_end(vst, bl.b, kvh + 1, bl.jhi, s->Dv));
   if (c->ab && input == c->ab)
     end = ab__max64(end, box_end(s->abst, bl.b, h1, r1, s->Nk));
   return end;
@@ -1017,28 +1180,66 @@ static int64_t row_pos(const struct block *bl, int64_t i)
   return bl->r0 + i % bl->bq;
 }
 
-/* qt[c][i] = q[b, h_i, r_i, c] * qscale; padded rows are 0. */
+/* Row j0 of q, k or v (elements of type e, rows ld apart) as a pointer. */
+static const void *kv_row(const void *base, enum ab__elem e, int64_t ld,
+                          int64_t j0)
+{
+  return (const char *)base + (size_t)(j0 * ld) * ab__elem_size(e);
+}
+
+/* bfloat16 dot products: the block's bfloat16 queries, unscaled, as
+ * pairs, q2[(c/2)*mp + i] = q(i, c) | q(i, c+1) << 16 (0 past D and for
+ * padded rows); the kernel applies qscale to the sums. */
+static void gather_q_pairs(const struct attn_ctx *c, const struct block *bl)
+{
+  const int64_t *qs = c->qst, D = c->s.D, mp = bl->mp, np = (D + 1) / 2;
+  uint32_t *q2 = (uint32_t *)bl->qt;
+  int64_t i, t;
+
+  for (i = 0; i < mp; i++) {
+    const uint16_t *src = NULL;
+    if (i < bl->m)
+      src = (const uint16_t *)c->q + bl->b * qs[0] + row_head(bl, i) * qs[1] +
+            row_pos(bl, i) * qs[2];
+    for (t = 0; t < np; t++) {
+      uint32_t lo = src ? src[2 * t] : 0, hi = 0;
+      if (src && 2 * t + 1 < D)
+        hi = src[2 * t + 1];
+      q2[t * mp + i] = lo | hi << 16;
+    }
+  }
+}
+
+/* The block's queries times qscale: transposed, qt[c][i] with padded rows
+ * 0, for the row-vectorised kernels; row-major, q[i][c], for few rows.
+ * Rows the kernels can read (unit inner stride, float32 or 16-bit) are
+ * widened a row at a time. */
 static void gather_q(const struct attn_ctx *c, const struct block *bl)
 {
   const int64_t *qs = c->qst, D = c->s.D, mp = bl->mp;
+  const int64_t ci = bl->rows ? 1 : mp, ri = bl->rows ? D : 1;
+  enum ab__elem e = AB__ELEM_F32;
+  const int direct = qs[3] == 1 && kernel_elem(c->q_dtype, &e);
   int64_t i, k;
 
   for (i = 0; i < bl->m; i++) {
     int64_t off = bl->b * qs[0] + row_head(bl, i) * qs[1] +
                   row_pos(bl, i) * qs[2];
-    if (c->q_dtype == AB_DTYPE_F32) {
-      const float *src = (const float *)c->q + off;
+    float *dst = bl->qt + i * ri;
+    if (direct) {
+      c->kern->attn.widen(bl->qrow, D, kv_row(c->q, e, 1, off), D, e, 1, D);
       for (k = 0; k < D; k++)
-        bl->qt[k * mp + i] = src[k * qs[3]] * c->qscale;
+        dst[k * ci] = bl->qrow[k] * c->qscale;
     } else {
       for (k = 0; k < D; k++)
-        bl->qt[k * mp + i] =
-            ab__load_f32(c->q, c->q_dtype, off + k * qs[3]) * c->qscale;
+        dst[k * ci] = ab__load_f32(c->q, c->q_dtype, off + k * qs[3]) *
+                      c->qscale;
     }
   }
-  for (k = 0; k < D; k++)
-    for (i = bl->m; i < mp; i++)
-      bl->qt[k * mp + i] = 0.0f;
+  if (!bl->rows)
+    for (k = 0; k < D; k++)
+      for (i = bl->m; i < mp; i++)
+        bl->qt[k * mp + i] = 0.0f;
 }
 
 /* Scores of keys [j0, j0 + nk) and the tile description that finishes
@@ -1046,11 +1247,22 @@ static void gather_q(const struct attn_ctx *c, const struct block *bl)
 static void score_tile(const struct attn_ctx *c, const struct block *bl,
                        int64_t j0, int64_t nk, struct ab__attn_tile *t)
 {
-  const int64_t mp = bl->mp, ldk = c->kst[2];
+  const struct ab__attn_kernels *kn = &c->kern->attn;
+  const int64_t mp = bl->mp, ldk = c->kst[2], D = c->s.D;
+  const void *k = kv_row(bl->k, c->ke, ldk, j0);
   int64_t i, jj;
 
-  c->kern->attn.qk_tile(bl->s, mp, bl->k + j0 * ldk, ldk, bl->qt, mp, nk,
-                        c->s.D, bl->m);
+  if (bl->rows) {
+    kn->qk_rows(bl->s, mp, k, ldk, c->ke, bl->qt, D, nk, D, bl->m);
+  } else if (bl->dot) {
+    kn->qk_tile_bf16(bl->s, mp, k, ldk, (const uint32_t *)bl->qt, mp, nk, D,
+                     bl->m, c->qscale);
+  } else if (c->ke != AB__ELEM_F32) {
+    kn->widen(bl->kw, D, k, ldk, c->ke, nk, D);
+    kn->qk_tile(bl->s, mp, bl->kw, D, bl->qt, mp, nk, D, bl->m);
+  } else {
+    kn->qk_tile(bl->s, mp, k, ldk, bl->qt, mp, nk, D, bl->m);
+  }
   memset(t, 0, sizeof *t);
   t->s = bl->s;
   t->ld = mp;
@@ -1119,81 +1331,189 @@ static void score_tile(const struct attn_ctx *c, const struct block *bl,
   }
 }
 
+/* Output numerator (row i, column k) of the block, in either layout. */
+static float block_o(const struct attn_ctx *c, const struct block *bl,
+                     int64_t i, int64_t k)
+{
+  return bl->rows ? bl->ot[i * c->s.Dv + k] : bl->ot[k * bl->mp + i];
+}
+
+/* Row i's output and lse from its numerators, max and sum; fully masked
+ * rows (sum 0) give 0 and -inf.  The row is made in scratch and written
+ * by the table writer: with non-temporal stores when the output is larger
+ * than the cache (each output line is written once, and its read for
+ * ownership cost about as much as the block's softmax). */
+static void write_row(const struct attn_ctx *c, const struct block *bl,
+                      int64_t i, const float *num, int64_t num_step,
+                      float mx, float l)
+{
+  const struct attn_shape *s = &c->s;
+  int64_t h = row_head(bl, i), r = row_pos(bl, i), k;
+  float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  float *o = c->out + bl->b * c->ost[0] + h * c->ost[1] + r * c->ost[2];
+
+  for (k = 0; k < s->Dv; k++)
+    bl->orow[k] = num[k * num_step] * inv;
+  c->kern->bias.table_copy(o, bl->orow, s->Dv, c->stream_out);
+  if (c->lse)
+    c->lse[(bl->b * s->Hq + h) * s->Nq + r] =
+        l > 0.0f ? mx + logf(l) : -INFINITY;
+}
+
+/* The block's rows of out and lse. */
+static void write_block(const struct attn_ctx *c, const struct block *bl)
+{
+  int64_t i;
+
+  for (i = 0; i < bl->m; i++)
+    write_row(c, bl, i,
+              bl->rows ? bl->ot + i * c->s.Dv : bl->ot + i,
+              bl->rows ? 1 : bl->mp, bl->mx[i], bl->l[i]);
+}
+
+/* Split keys: keep this chunk's rows (numerators, max, sum) for the merge;
+ * the piece that finishes the block's last chunk merges them all:
+ *   M = max_s mx_s,  L = sum_s l_s e^(mx_s - M),
+ *   out = sum_s o_s e^(mx_s - M) / L,  lse = M + log L
+ * (0 and -inf when no chunk saw a visible key).  The counter's acquire-
+ * release increment makes every chunk's partial visible to the merger; it
+ * counts modulo nsplit, so the job can run again. */
+static void finish_chunk(const struct attn_ctx *c, const struct block *bl,
+                         float *num)
+{
+  const int64_t Dv = c->s.Dv, rec = c->part_rec, mpm = c->mp_max;
+  float *mine = c->part + (bl->group * c->nsplit + bl->split) * rec;
+  const float *first = c->part + bl->group * c->nsplit * rec;
+  int64_t i, k, sp;
+
+  for (i = 0; i < bl->m; i++) {
+    for (k = 0; k < Dv; k++)
+      mine[i * Dv + k] = block_o(c, bl, i, k);
+    mine[mpm * Dv + i] = bl->mx[i];
+    mine[mpm * (Dv + 1) + i] = bl->l[i];
+  }
+  if ((atomic_fetch_add_explicit(&c->arrive[bl->group], 1,
+                                 memory_order_acq_rel) + 1) % c->nsplit != 0)
+    return;
+  for (i = 0; i < bl->m; i++) {
+    float M = -INFINITY, L = 0.0f;
+    for (sp = 0; sp < c->nsplit; sp++)
+      M = fmaxf(M, first[sp * rec + mpm * Dv + i]);
+    for (k = 0; k < Dv; k++)
+      num[k] = 0.0f;
+    if (M != -INFINITY)
+      for (sp = 0; sp < c->nsplit; sp++) {
+        const float *p = first + sp * rec;
+        float w = p[mpm * (Dv + 1) + i] > 0.0f
+                      ? expf(p[mpm * Dv + i] - M)
+                      : 0.0f;
+        L += p[mpm * (Dv + 1) + i] * w;
+        for (k = 0; k < Dv; k++)
+          num[k] += p[i * Dv + k] * w;
+      }
+    write_row(c, bl, i, num, 1, M, L);
+  }
+}
+
+/* The block's pointers into scratch and its rows' visible keys. */
+static int64_t block_start(const struct attn_ctx *c, int64_t piece,
+                           unsigned char *w, struct block *bl)
+{
+  const struct attn_shape *s = &c->s;
+  int64_t kvh = piece_block(c, piece, bl), kvlen, i;
+
+  bl->mp = round_up(bl->m, AB__ATTN_ROW_PAD);
+  bl->rows = bl->m <= c->rows_max;
+  bl->dot = c->dot && !bl->rows;
+  bl->tile = bl->rows ? c->rows_tile : c->key_tile;
+  bl->k = kv_row(c->k, c->ke, 1, bl->b * c->kst[0] + kvh * c->kst[1]);
+  bl->v = kv_row(c->v, c->ve, 1, bl->b * c->vst[0] + kvh * c->vst[1]);
+  bl->qt = (float *)(w + c->off_qt);
+  bl->s = (float *)(w + c->off_s);
+  bl->ot = (float *)(w + c->off_ot);
+  bl->tb = (float *)(w + c->off_tb);
+  bl->kw = (float *)(w + c->off_kw);
+  bl->vw = (float *)(w + c->off_vw);
+  bl->qrow = (float *)(w + c->off_qrow);
+  bl->orow = (float *)(w + c->off_orow);
+  bl->mx = (float *)(w + c->off_mx);
+  bl->l = (float *)(w + c->off_l);
+  bl->alpha = (float *)(w + c->off_alpha);
+  bl->row = (float *)(w + c->off_row);
+  bl->lo = (int32_t *)(w + c->off_lo);
+  bl->hi = (int32_t *)(w + c->off_hi);
+  bl->lo64 = (int64_t *)(w + c->off_lo64);
+  bl->hi64 = (int64_t *)(w + c->off_hi64);
+  bl->bptr = (const float **)(w + c->off_bptr);
+
+  /* Visible key range of every row and their intersection; the union
+   * (cut to this piece's chunk) is what the piece walks. */
+  kvlen = c->kv_lens ? c->kv_lens[bl->b] : s->Nk;
+  bl->flo = INT64_MIN, bl->fhi = INT64_MAX;
+  for (i = 0; i < bl->m; i++) {
+    ab__visible_keys(s->q_offset + row_pos(bl, i), kvlen, s->causal, s->wl,
+                     s->wr, &bl->lo64[i], &bl->hi64[i]);
+    bl->flo = ab__max64(bl->flo, bl->lo64[i]);
+    bl->fhi = ab__min64(bl->fhi, bl->hi64[i]);
+  }
+  piece_keys(c, bl);
+  return kvh;
+}
+
 static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
                                void *scratch)
 {
   const struct attn_ctx *c = job->ctx;
   const struct attn_shape *s = &c->s;
   const struct ab__attn_kernels *kn = &c->kern->attn;
-  unsigned char *w = scratch;
   struct ab__attn_tile t;
   struct block bl;
-  int64_t kvh, kvlen, i, j0, k;
+  int64_t i, j0;
 
-  kvh = piece_block(c, piece, &bl);
-  bl.mp = round_up(bl.m, AB__ATTN_ROW_PAD);
-  bl.k = c->k + bl.b * c->kst[0] + kvh * c->kst[1];
-  bl.v = c->v + bl.b * c->vst[0] + kvh * c->vst[1];
-  bl.qt = (float *)(w + c->off_qt);
-  bl.s = (float *)(w + c->off_s);
-  bl.ot = (float *)(w + c->off_ot);
-  bl.tb = (float *)(w + c->off_tb);
-  bl.mx = (float *)(w + c->off_mx);
-  bl.l = (float *)(w + c->off_l);
-  bl.alpha = (float *)(w + c->off_alpha);
-  bl.row = (float *)(w + c->off_row);
-  bl.lo = (int32_t *)(w + c->off_lo);
-  bl.hi = (int32_t *)(w + c->off_hi);
-  bl.lo64 = (int64_t *)(w + c->off_lo64);
-  bl.hi64 = (int64_t *)(w + c->off_hi64);
-  bl.bptr = (const float **)(w + c->off_bptr);
-
-  /* Visible key range of every row, their union and intersection. */
-  kvlen = c->kv_lens ? c->kv_lens[bl.b] : s->Nk;
-  bl.jlo = INT64_MAX, bl.jhi = INT64_MIN;
-  bl.flo = INT64_MIN, bl.fhi = INT64_MAX;
-  for (i = 0; i < bl.m; i++) {
-    ab__visible_keys(s->q_offset + row_pos(&bl, i), kvlen, s->causal, s->wl,
-                     s->wr, &bl.lo64[i], &bl.hi64[i]);
-    if (bl.hi64[i] > bl.lo64[i]) {
-      bl.jlo = ab__min64(bl.jlo, bl.lo64[i]);
-      bl.jhi = ab__max64(bl.jhi, bl.hi64[i]);
-    }
-    bl.flo = ab__max64(bl.flo, bl.lo64[i]);
-    bl.fhi = ab__min64(bl.fhi, bl.hi64[i]);
-  }
-  if (bl.jlo >= bl.jhi)
-    bl.jlo = bl.jhi = 0;
-
-  gather_q(c, &bl);
+  block_start(c, piece, scratch, &bl);
+  if (bl.dot)
+    gather_q_pairs(c, &bl);
+  else
+    gather_q(c, &bl);
   for (i = 0; i < bl.mp; i++) {
     bl.mx[i] = -INFINITY;
     bl.l[i] = 0.0f;
   }
   memset(bl.ot, 0, (size_t)(s->Dv * bl.mp) * sizeof(float));
+  if (bl.rows) /* rows past m of the score tile: finite, and ignored */
+    memset(bl.s, 0, (size_t)(bl.tile * bl.mp) * sizeof(float));
 
   /* Pass 1: online softmax over the key tiles. */
-  for (j0 = bl.jlo; j0 < bl.jhi; j0 += c->key_tile) {
-    int64_t nk = ab__min64(c->key_tile, bl.jhi - j0);
+  for (j0 = bl.jlo; j0 < bl.jhi; j0 += bl.tile) {
+    int64_t nk = ab__min64(bl.tile, bl.jhi - j0), ldv = c->vst[2];
+    const void *v = kv_row(bl.v, c->ve, ldv, j0);
     score_tile(c, &bl, j0, nk, &t);
     t.mode = AB__ATTN_ONLINE;
     kn->softmax_tile(&t);
-    kn->pv_tile(bl.ot, bl.mp, bl.alpha, bl.v + j0 * c->vst[2], c->vst[2],
-                bl.s, bl.mp, nk, s->Dv, bl.m);
+    if (bl.rows) {
+      kn->pv_rows(bl.ot, s->Dv, bl.alpha, v, ldv, c->ve, bl.s, bl.mp, nk,
+                  s->Dv, bl.m);
+    } else {
+      if (c->ve != AB__ELEM_F32) {
+        kn->widen(bl.vw, s->Dv, v, ldv, c->ve, nk, s->Dv);
+        v = bl.vw;
+        ldv = s->Dv;
+      }
+      kn->pv_tile(bl.ot, bl.mp, bl.alpha, v, ldv, bl.s, bl.mp, nk, s->Dv,
+                  bl.m);
+    }
   }
 
-  /* Outputs: normalise, lse = max + log(sum); fully masked rows (sum 0)
-   * give 0 and -inf. */
-  for (i = 0; i < bl.m; i++) {
-    int64_t h = row_head(&bl, i), r = row_pos(&bl, i);
-    float l = bl.l[i], inv = l > 0.0f ? 1.0f / l : 0.0f;
-    float *o = c->out + bl.b * c->ost[0] + h * c->ost[1] + r * c->ost[2];
-    for (k = 0; k < s->Dv; k++)
-      o[k] = bl.ot[k * bl.mp + i] * inv;
-    if (c->lse)
-      c->lse[(bl.b * s->Hq + h) * s->Nq + r] =
-          l > 0.0f ? bl.mx[i] + logf(l) : -INFINITY;
+  if (c->nsplit > 1) {
+    /* Once copied out, ot is free for the merge's numerators. */
+    finish_chunk(c, &bl, bl.ot);
+    if (c->stream_out) /* this piece's streaming stores, before it ends */
+      c->kern->bias.store_fence();
+    return AB_STATUS_OK;
   }
+  write_block(c, &bl);
+  if (c->stream_out)
+    c->kern->bias.store_fence();
 
   /* Pass 2 (only for weights): the same scores again, now normalised with
    * the final max and sum. */
@@ -1205,8 +1525,8 @@ static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
       memset(wr, 0, (size_t)bl.jlo * sizeof(float));
       memset(wr + bl.jhi, 0, (size_t)(s->Nk - bl.jhi) * sizeof(float));
     }
-    for (j0 = bl.jlo; j0 < bl.jhi; j0 += c->key_tile) {
-      int64_t nk = ab__min64(c->key_tile, bl.jhi - j0), jj;
+    for (j0 = bl.jlo; j0 < bl.jhi; j0 += bl.tile) {
+      int64_t nk = ab__min64(bl.tile, bl.jhi - j0), jj;
       score_tile(c, &bl, j0, nk, &t);
       t.mode = AB__ATTN_FINAL;
       kn->softmax_tile(&t);

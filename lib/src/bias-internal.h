@@ -13,17 +13,18 @@
 #define AB__FIRE_MAX_WIDTH 1024
 
 /* Everything needed to evaluate bias(h, p_q, j) without touching the
- * caller's parameter struct again: parameters converted to float32/double,
+ * caller's parameter struct again: tables converted to float32, parameters
+ * evaluated in double (Kerple's r1 and r2, FIRE's MLP) kept in double,
  * per-head arrays copied.  Immutable after ab__bias_resolve (and the
  * optional ab__bias_prepare), so any number of threads may evaluate it at
  * once. */
 struct ab__bias {
   enum ab_bias_method method;
   int64_t num_heads;
-  float *slopes;         /* alibi [H]; kerple r1 [H] */
-  float *r2;             /* kerple [H] */
+  float *slopes;         /* alibi [H] (the kernels multiply in float32) */
+  double *r1, *r2;       /* kerple [H] */
   int kerple_power;
-  float *t5_table;       /* [num_buckets, H] float32 */
+  float *t5_table;       /* [num_buckets, H] float32; NULL: buckets alone */
   int64_t t5_buckets, t5_max_distance;
   int t5_bidirectional;
   /* T5: bucket within one direction of the distance n, for n < t5_lut_n.
@@ -33,16 +34,17 @@ struct ab__bias {
   int32_t *t5_lut;
   int64_t t5_lut_n;
   int t5_saturated;
-  /* fire: layers as float32, each W [out, in] then b [out] */
+  /* fire: layers in double, each W [out, in] then b [out] */
   int fire_layers;
   int64_t fire_dims[AB__FIRE_MAX_LAYERS + 1]; /* dims[0] = 1 ... H or 1 */
-  float *fire_params;
+  double *fire_params;
   double fire_c, fire_L, fire_eps;
   float *fire_zero;      /* [dims[n]]: the MLP at x = 0 (distance 0) */
   /* Filled by ab__bias_prepare for one geometry (NULL otherwise): the bias
    * as a function of rel = j - p_q alone, rel in [rel_min, rel_min+rel_n),
    * per head: T5 and Kerple (every row), FIRE (rows with p_q <= L, whose
-   * normaliser is the constant psi(L)+eps; FIRE keeps dims[n] rows). */
+   * normaliser is the constant psi(L)+eps; FIRE keeps dims[n] rows).
+   * T5 without a table has rel_buckets only. */
   float *rel_vals;       /* [heads of the table][rel_n] */
   int32_t *rel_buckets;  /* T5: [rel_n] */
   int64_t rel_min, rel_n;
@@ -51,8 +53,9 @@ struct ab__bias {
 /* Validate p for num_heads query heads and resolve it (allocates; release
  * with ab__bias_release even on failure).  p may be NULL (method none).
  * p->num_heads may be 0 (attention takes the head count from q); when it
- * is set it must equal num_heads.  Errors name the fields of the bias
- * object of the HTTP API ("table", "slopes.3", "layers.0.weight"). */
+ * is set it must equal num_heads.  The result evaluates bias values, so a
+ * T5 table is required.  Errors name the fields of the bias object of the
+ * HTTP API ("table", "slopes.3", "layers.0.weight"). */
 enum ab_status ab__bias_resolve(const struct ab_bias_params *p,
                                 int64_t num_heads, struct ab__bias *out);
 void ab__bias_release(struct ab__bias *b);
@@ -66,7 +69,7 @@ enum ab_status ab__bias_prepare(struct ab__bias *b,
                                 const struct ab_geometry *g);
 
 /* out[t] = bias(h, pq, j0 + t) for t < n: the position bias alone, no mask
- * (FIRE uses distance 0 for keys after the query, as the spec says).
+ * (FIRE uses distance 0 for keys after the query: docs/methods.md#fire).
  * Thread-safe; allocates nothing. */
 void ab__bias_row(const struct ab__bias *b, int64_t h, int64_t pq, int64_t j0,
                   int64_t n, float *out);

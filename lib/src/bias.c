@@ -1,7 +1,7 @@
 /* bias.c: the attention-bias families -- none, ALiBi, T5 buckets, FIRE and
  * Kerple -- as full tables (ab_bias_table, ab_bias_table_job) and as the
  * resolved form fused attention evaluates row by row (bias-internal.h).
- * Spec: methods.md 3-5, 9, 11 and the README decisions. */
+ * Formulas and sources: docs/methods.md#attention-biases. */
 #include "bias-internal.h"
 #include "kernels/kernels.h"
 
@@ -111,20 +111,22 @@ enum ab_status ab_alibi_slopes(int64_t num_heads, double max_bias,
 
 /* ==== T5 buckets ========================================================= */
 
-enum ab_status ab_t5_check(int64_t num_buckets, int bidirectional,
-                           int64_t max_distance)
+/* ab_t5_check, naming `nb_arg` for a bad bucket count: the table, whose
+ * rows it is, or relative_attention_num_buckets when there is no table. */
+static enum ab_status t5_check(int64_t num_buckets, int bidirectional,
+                               int64_t max_distance, const char *nb_arg)
 {
   int64_t nbd, max_exact;
 
   if (num_buckets < 1 || num_buckets > T5_MAX_BUCKETS)
-    return ab__fail(AB_STATUS_INVALID_ARG, "table",
+    return ab__fail(AB_STATUS_INVALID_ARG, nb_arg,
                     "num_buckets %lld is not in 1..%lld",
                     (long long)num_buckets, (long long)T5_MAX_BUCKETS);
   nbd = bidirectional ? num_buckets / 2 : num_buckets;
   max_exact = nbd / 2;
   /* HF divides by max_exact: zero exact buckets would be log(n/0). */
   if (max_exact < 1)
-    return ab__fail(AB_STATUS_INVALID_ARG, "table",
+    return ab__fail(AB_STATUS_INVALID_ARG, nb_arg,
                     "num_buckets %lld leaves no exact bucket (%s needs at "
                     "least %d)",
                     (long long)num_buckets,
@@ -138,6 +140,12 @@ enum ab_status ab_t5_check(int64_t num_buckets, int bidirectional,
                     (long long)max_distance, (long long)max_exact,
                     (long long)nbd);
   return AB_STATUS_OK;
+}
+
+enum ab_status ab_t5_check(int64_t num_buckets, int bidirectional,
+                           int64_t max_distance)
+{
+  return t5_check(num_buckets, bidirectional, max_distance, "table");
 }
 
 /* Bucket within one direction of the distance n >= 0, with nbd buckets
@@ -243,21 +251,25 @@ static enum ab_status check_geometry(const struct ab_geometry *g)
   return AB_STATUS_OK;
 }
 
-/* Per-head float array: present and finite; lo < v (or lo <= v when
- * lo_inclusive) and v <= hi. */
-static enum ab_status check_head_array(const float *a, int64_t H,
-                                       const char *name, double lo,
+/* A per-head array, given in one of its two forms (float f or double d):
+ * present, finite, lo < v (or lo <= v when lo_inclusive) and v <= hi. */
+static enum ab_status check_head_array(const float *f, const double *d,
+                                       int64_t H, const char *name, double lo,
                                        int lo_inclusive, double hi,
                                        const char *range)
 {
   char arg[48];
   int64_t h;
 
-  if (!a)
+  if (f && d)
+    return ab__fail(AB_STATUS_INVALID_ARG, name,
+                    "%s is given twice (float and double forms); give one",
+                    name);
+  if (!f && !d)
     return ab__fail(AB_STATUS_INVALID_ARG, name,
                     "%s [%lld] is required", name, (long long)H);
   for (h = 0; h < H; h++) {
-    const double v = a[h];
+    const double v = d ? d[h] : (double)f[h];
     if (!isfinite(v) || (lo_inclusive ? v < lo : v <= lo) || v > hi) {
       snprintf(arg, sizeof arg, "%s.%lld", name, (long long)h);
       return ab__fail(AB_STATUS_INVALID_ARG, arg, "%s[%lld] = %g must be %s",
@@ -339,6 +351,42 @@ static enum ab_status check_fire(const struct ab_bias_params *p, int64_t H)
   return AB_STATUS_OK;
 }
 
+/* T5: the table [num_buckets, num_heads], or (for buckets alone) no table
+ * and num_buckets.  A num_buckets given with a table must be its rows. */
+static enum ab_status check_t5(const struct ab_bias_params *p, int64_t H)
+{
+  const struct ab_tensor *t = p->table;
+  enum ab_status st;
+
+  if (p->num_buckets < 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, "relative_attention_num_buckets",
+                    "relative_attention_num_buckets %lld must be >= 1 (or "
+                    "0: the table's rows)",
+                    (long long)p->num_buckets);
+  if (!t) {
+    if (p->num_buckets == 0)
+      return ab__fail(AB_STATUS_INVALID_ARG, "table",
+                      "t5 needs table [num_buckets, num_heads] (buckets "
+                      "alone need only num_buckets)");
+    return t5_check(p->num_buckets, p->bidirectional, p->max_distance,
+                    "relative_attention_num_buckets");
+  }
+  if ((st = ab__check_tensor(t, "table", 0)) != AB_STATUS_OK)
+    return st;
+  if (t->ndim != 2 || t->shape[1] != H)
+    return ab__fail(AB_STATUS_BAD_SHAPE, "table",
+                    "table must be [num_buckets, num_heads = %lld]; got "
+                    "rank %d with %lld columns",
+                    (long long)H, (int)t->ndim,
+                    (long long)t->shape[t->ndim - 1]);
+  if (p->num_buckets != 0 && p->num_buckets != t->shape[0])
+    return ab__fail(AB_STATUS_INVALID_ARG, "relative_attention_num_buckets",
+                    "relative_attention_num_buckets %lld disagrees with the "
+                    "table's %lld rows",
+                    (long long)p->num_buckets, (long long)t->shape[0]);
+  return ab_t5_check(t->shape[0], p->bidirectional, p->max_distance);
+}
+
 /* Validate p for H heads; nothing is allocated. */
 static enum ab_status check_params(const struct ab_bias_params *p, int64_t H)
 {
@@ -351,24 +399,18 @@ static enum ab_status check_params(const struct ab_bias_params *p, int64_t H)
   case AB_BIAS_NONE:
     return AB_STATUS_OK;
   case AB_BIAS_ALIBI:
-    if (p->slopes)
-      return check_head_array(p->slopes, H, "slopes", -INFINITY, 0, INFINITY,
-                              "finite");
+    /* The table is a float32 product: slopes must be finite as float32. */
+    if (p->slopes || p->slopes_f64)
+      return check_head_array(p->slopes, p->slopes_f64, H, "slopes",
+                              -(double)FLT_MAX, 1, (double)FLT_MAX,
+                              "finite in float32");
     if (!(p->max_bias >= 0.0) || !isfinite(p->max_bias))
       return ab__fail(AB_STATUS_INVALID_ARG, "max_bias",
                       "max_bias %g must be a finite number >= 0",
                       p->max_bias);
     return AB_STATUS_OK;
   case AB_BIAS_T5:
-    if ((st = ab__check_tensor(p->table, "table", 0)) != AB_STATUS_OK)
-      return st;
-    if (p->table->ndim != 2 || p->table->shape[1] != H)
-      return ab__fail(AB_STATUS_BAD_SHAPE, "table",
-                      "table must be [num_buckets, num_heads = %lld]; got "
-                      "rank %d with %lld columns",
-                      (long long)H, (int)p->table->ndim,
-                      (long long)p->table->shape[p->table->ndim - 1]);
-    return ab_t5_check(p->table->shape[0], p->bidirectional, p->max_distance);
+    return check_t5(p, H);
   case AB_BIAS_FIRE:
     return check_fire(p, H);
   case AB_BIAS_KERPLE:
@@ -376,10 +418,10 @@ static enum ab_status check_params(const struct ab_bias_params *p, int64_t H)
       return ab__fail(AB_STATUS_INVALID_ARG, "variant",
                       "kerple variant %d is not log (0) or power (1)",
                       p->kerple_power);
-    if ((st = check_head_array(p->r1, H, "r1", 0.0, 0, INFINITY,
+    if ((st = check_head_array(p->r1, p->r1_f64, H, "r1", 0.0, 0, INFINITY,
                                "finite and > 0")) != AB_STATUS_OK)
       return st;
-    return check_head_array(p->r2, H, "r2", 0.0, 0,
+    return check_head_array(p->r2, p->r2_f64, H, "r2", 0.0, 0,
                             p->kerple_power ? 2.0 : INFINITY,
                             p->kerple_power ? "in (0, 2] (power variant)"
                                             : "finite and > 0");
@@ -397,30 +439,33 @@ enum ab_status ab_bias_check(const struct ab_bias_params *p)
   return check_params(p, p->num_heads);
 }
 
+/* After check_params, for callers that evaluate the bias itself (tables
+ * with bias values, attention): T5 without its table gives buckets only. */
+static enum ab_status check_values(const struct ab_bias_params *p)
+{
+  if (p->method == AB_BIAS_T5 && !p->table)
+    return ab__fail(AB_STATUS_INVALID_ARG, "table",
+                    "t5 bias values need table [num_buckets, num_heads]; "
+                    "without it only the buckets can be computed");
+  return AB_STATUS_OK;
+}
+
 /* ==== resolving ========================================================== */
 
-/* Copy any float tensor [rows, cols] (any strides) to float32 row-major. */
-static void load_matrix(const struct ab_tensor *t, float *dst)
+/* A per-head array in double from whichever form p gives (NULL when out of
+ * memory). */
+static double *heads_f64(const float *f, const double *d, int64_t H)
 {
-  const int64_t rows = t->shape[0], cols = t->ndim > 1 ? t->shape[1] : 1;
-  const int64_t rs = t->stride[0], cs = t->ndim > 1 ? t->stride[1] : 0;
-  int64_t r, c;
+  double *out = ab__malloc((size_t)H * sizeof *out);
+  int64_t h;
 
-  for (r = 0; r < rows; r++)
-    for (c = 0; c < cols; c++)
-      dst[r * cols + c] = ab__load_f32(t->data, t->dtype, r * rs + c * cs);
+  if (out)
+    for (h = 0; h < H; h++)
+      out[h] = d ? d[h] : (double)f[h];
+  return out;
 }
 
-static float *copy_heads(const float *src, int64_t H)
-{
-  float *d = ab__malloc((size_t)H * sizeof *d);
-
-  if (d)
-    memcpy(d, src, (size_t)H * sizeof *d);
-  return d;
-}
-
-/* FIRE's MLP at input x, in double over float32 parameters.  only >= 0
+/* FIRE's MLP at input x, in double over the parameters as given.  only >= 0
  * computes just that output of the last layer (out[0]); only < 0 all of
  * them.  The accumulation order is the same either way, so one output is
  * bit-identical to the same entry of the full evaluation. */
@@ -429,12 +474,12 @@ static void fire_mlp(const struct ab__bias *b, double x, int64_t only,
 {
   double buf[2][AB__FIRE_MAX_WIDTH];
   const double *a = &x;
-  const float *prm = b->fire_params;
+  const double *prm = b->fire_params;
   int l;
 
   for (l = 0; l < b->fire_layers; l++) {
     const int64_t in = b->fire_dims[l], nout = b->fire_dims[l + 1];
-    const float *W = prm, *bias = prm + nout * in;
+    const double *W = prm, *bias = prm + nout * in;
     const int last = l == b->fire_layers - 1;
     double *dst = last ? out : buf[l & 1];
     int64_t o0 = 0, o1 = nout, o, i;
@@ -443,9 +488,9 @@ static void fire_mlp(const struct ab__bias *b, double x, int64_t only,
       o1 = only + 1;
     }
     for (o = o0; o < o1; o++) {
-      double acc = (double)bias[o];
+      double acc = bias[o];
       for (i = 0; i < in; i++)
-        acc += (double)W[o * in + i] * a[i];
+        acc += W[o * in + i] * a[i];
       if (!last && acc < 0.0) /* ReLU between layers, none after the last */
         acc = 0.0;
       dst[o - o0] = acc;
@@ -476,8 +521,7 @@ static enum ab_status resolve_fire(const struct ab_bias_params *p,
                                    struct ab__bias *b)
 {
   int64_t total = 0, in = 1, nout;
-  double f0[AB__FIRE_MAX_WIDTH];
-  float *dst;
+  double f0[AB__FIRE_MAX_WIDTH], *dst;
   int l;
 
   b->fire_layers = p->n_layers;
@@ -488,7 +532,7 @@ static enum ab_status resolve_fire(const struct ab_bias_params *p,
     total += nout * in + nout;
     in = nout;
   }
-  b->fire_params = ab__malloc((size_t)total * sizeof(float));
+  b->fire_params = ab__malloc((size_t)total * sizeof(double));
   b->fire_zero = ab__malloc((size_t)in * sizeof(float));
   if (!b->fire_params || !b->fire_zero)
     return ab__fail(AB_STATUS_NO_MEMORY, "layers",
@@ -497,11 +541,12 @@ static enum ab_status resolve_fire(const struct ab_bias_params *p,
   dst = b->fire_params;
   for (l = 0; l < p->n_layers; l++) {
     const int64_t ni = b->fire_dims[l], no = b->fire_dims[l + 1];
-    load_matrix(p->layers[l].weight, dst);
+    /* Checked already: neither conversion can fail. */
+    (void)ab_tensor_to_f64(p->layers[l].weight, dst);
     if (p->layers[l].bias)
-      load_matrix(p->layers[l].bias, dst + no * ni);
+      (void)ab_tensor_to_f64(p->layers[l].bias, dst + no * ni);
     else
-      memset(dst + no * ni, 0, (size_t)no * sizeof(float));
+      memset(dst + no * ni, 0, (size_t)no * sizeof(double));
     dst += no * ni + no;
   }
   b->fire_c = p->c;
@@ -516,19 +561,21 @@ static enum ab_status resolve_fire(const struct ab_bias_params *p,
 static enum ab_status resolve_t5(const struct ab_bias_params *p,
                                  struct ab__bias *b)
 {
-  const int64_t nb = p->table->shape[0], H = b->num_heads;
-  const int64_t nbd = p->bidirectional ? nb / 2 : nb;
+  const int64_t nb = p->table ? p->table->shape[0] : p->num_buckets;
+  const int64_t nbd = p->bidirectional ? nb / 2 : nb, H = b->num_heads;
   int64_t n;
 
   b->t5_buckets = nb;
   b->t5_max_distance = p->max_distance;
   b->t5_bidirectional = p->bidirectional != 0;
-  b->t5_table = ab__malloc((size_t)(nb * H) * sizeof(float));
-  if (!b->t5_table)
-    return ab__fail(AB_STATUS_NO_MEMORY, "table",
-                    "cannot allocate the T5 table of %lld buckets",
-                    (long long)nb);
-  load_matrix(p->table, b->t5_table);
+  if (p->table) { /* else buckets alone */
+    b->t5_table = ab__malloc((size_t)(nb * H) * sizeof(float));
+    if (!b->t5_table)
+      return ab__fail(AB_STATUS_NO_MEMORY, "table",
+                      "cannot allocate the T5 table of %lld buckets",
+                      (long long)nb);
+    (void)ab_tensor_to_f32(p->table, b->t5_table); /* checked: cannot fail */
+  }
   /* Buckets up to the first distance that reaches the top bucket; from
    * there on the formula (a chain of monotone roundings) stays at the top.
    * The first pass only finds that distance, so the table is sized to it
@@ -556,6 +603,7 @@ static enum ab_status resolve_checked(const struct ab_bias_params *p,
                                       int64_t H, struct ab__bias *out)
 {
   enum ab_status st;
+  int64_t h;
 
   out->method = p->method;
   out->num_heads = H;
@@ -569,6 +617,9 @@ static enum ab_status resolve_checked(const struct ab_bias_params *p,
                       "cannot allocate %lld slopes", (long long)H);
     if (p->slopes)
       memcpy(out->slopes, p->slopes, (size_t)H * sizeof(float));
+    else if (p->slopes_f64)
+      for (h = 0; h < H; h++) /* rounded once, as ab_alibi_slopes' are */
+        out->slopes[h] = (float)p->slopes_f64[h];
     else if ((st = ab_alibi_slopes(H, p->max_bias, out->slopes)) !=
              AB_STATUS_OK)
       return st;
@@ -579,9 +630,9 @@ static enum ab_status resolve_checked(const struct ab_bias_params *p,
     return resolve_fire(p, out);
   case AB_BIAS_KERPLE:
     out->kerple_power = p->kerple_power;
-    out->slopes = copy_heads(p->r1, H);
-    out->r2 = copy_heads(p->r2, H);
-    if (!out->slopes || !out->r2)
+    out->r1 = heads_f64(p->r1, p->r1_f64, H);
+    out->r2 = heads_f64(p->r2, p->r2_f64, H);
+    if (!out->r1 || !out->r2)
       return ab__fail(AB_STATUS_NO_MEMORY, "r1",
                       "cannot allocate Kerple's parameters");
     break;
@@ -608,7 +659,8 @@ enum ab_status ab__bias_resolve(const struct ab_bias_params *p,
     return ab__fail(AB_STATUS_INVALID_ARG, "num_heads",
                     "num_heads %lld differs from the %lld query heads",
                     (long long)p->num_heads, (long long)num_heads);
-  if ((st = check_params(p, num_heads)) != AB_STATUS_OK)
+  if ((st = check_params(p, num_heads)) != AB_STATUS_OK ||
+      (st = check_values(p)) != AB_STATUS_OK)
     return st;
   return resolve_checked(p, num_heads, out);
 }
@@ -618,6 +670,7 @@ void ab__bias_release(struct ab__bias *b)
   if (!b)
     return;
   ab__free(b->slopes);
+  ab__free(b->r1);
   ab__free(b->r2);
   ab__free(b->t5_table);
   ab__free(b->t5_lut);
@@ -630,11 +683,11 @@ void ab__bias_release(struct ab__bias *b)
 
 /* ==== evaluation ========================================================= */
 
-/* Kerple at distance d = |p_q - j| in double over float32 r1, r2:
- * log -r1 ln(1 + r2 d), power -r1 d^r2. */
+/* Kerple at distance d = |p_q - j| in double: log -r1 ln(1 + r2 d), power
+ * -r1 d^r2. */
 static float kerple_value(const struct ab__bias *b, int64_t h, int64_t d)
 {
-  const double r1 = b->slopes[h], r2 = b->r2[h], dd = (double)d;
+  const double r1 = b->r1[h], r2 = b->r2[h], dd = (double)d;
 
   if (b->kerple_power)
     return (float)(-r1 * pow(dd, r2));
@@ -661,6 +714,7 @@ enum ab_status ab__bias_prepare(struct ab__bias *b,
 {
   enum ab_status st;
   int64_t heads, pq_max, rel_min, rel_max, i, h;
+  int vals = 1; /* per-distance values: all but table-less T5 (buckets) */
 
   if (!b)
     return ab__fail(AB_STATUS_INVALID_ARG, "bias", "bias is NULL");
@@ -678,6 +732,8 @@ enum ab_status ab__bias_prepare(struct ab__bias *b,
   rel_min = -pq_max;
   rel_max = g->k_len - 1 - g->q_offset;
   heads = b->num_heads;
+  if (b->method == AB_BIAS_T5 && !b->t5_table)
+    vals = 0;
   if (b->method == AB_BIAS_FIRE) {
     /* Only rows with p_q <= L share the normaliser psi(L) + eps; their
      * distances are at most min(p_q max, L), so nothing further back is
@@ -701,10 +757,12 @@ enum ab_status ab__bias_prepare(struct ab__bias *b,
                     (long long)heads, (long long)(rel_max - rel_min + 1));
   b->rel_n = rel_max - rel_min + 1;
   b->rel_min = rel_min;
-  b->rel_vals = ab__malloc((size_t)i * sizeof(float));
+  if (vals)
+    b->rel_vals = ab__malloc((size_t)i * sizeof(float));
   if (b->method == AB_BIAS_T5)
     b->rel_buckets = ab__malloc((size_t)b->rel_n * sizeof(int32_t));
-  if (!b->rel_vals || (b->method == AB_BIAS_T5 && !b->rel_buckets)) {
+  if ((vals && !b->rel_vals) ||
+      (b->method == AB_BIAS_T5 && !b->rel_buckets)) {
     ab__free(b->rel_vals);
     ab__free(b->rel_buckets);
     b->rel_vals = NULL;
@@ -737,7 +795,7 @@ enum ab_status ab__bias_prepare(struct ab__bias *b,
     if (b->method == AB_BIAS_T5) {
       const int32_t bk = ab__t5_bucket_of(b, rel);
       b->rel_buckets[i] = bk;
-      for (h = 0; h < heads; h++)
+      for (h = 0; vals && h < heads; h++)
         b->rel_vals[h * b->rel_n + i] = b->t5_table[bk * heads + h];
     } else {
       for (h = 0; h < heads; h++)
@@ -981,6 +1039,8 @@ enum ab_status ab_bias_table_job(const struct ab_bias_params *p,
     return ab__fail(AB_STATUS_INVALID_ARG, "return",
                     "buckets exist only for method t5, not %s",
                     ab_bias_method_name(p->method));
+  if (bias && (st = check_values(p)) != AB_STATUS_OK)
+    return st;
   H = p->num_heads;
   if (ab_mul_overflow(g->q_len, g->k_len, &cells) ||
       ab_mul_overflow(cells, H, &total) ||

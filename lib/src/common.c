@@ -1,6 +1,7 @@
 /* common.c: status strings, per-thread errors, the allocator hook, dtypes,
  * tensor descriptors and jobs -- everything the methods share. */
 #include "ab-internal.h"
+#include "kernels/elem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,32 +183,7 @@ uint16_t ab_f32_to_f16(float f)
   return h;
 }
 
-float ab_f16_to_f32(uint16_t h)
-{
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x;
-  float f;
-
-  if (exp == 0) {
-    if (mant == 0) {
-      x = sign;
-    } else { /* subnormal: normalise */
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400u)) {
-        mant <<= 1;
-        exp--;
-      }
-      mant &= 0x3ffu;
-      x = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 0x1f) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else {
-    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  }
-  memcpy(&f, &x, 4);
-  return f;
-}
+float ab_f16_to_f32(uint16_t h) { return ab__half_to_float(h); }
 
 uint16_t ab_f32_to_bf16(float f)
 {
@@ -220,14 +196,7 @@ uint16_t ab_f32_to_bf16(float f)
   return (uint16_t)(x >> 16);
 }
 
-float ab_bf16_to_f32(uint16_t h)
-{
-  uint32_t x = (uint32_t)h << 16;
-  float f;
-
-  memcpy(&f, &x, 4);
-  return f;
-}
+float ab_bf16_to_f32(uint16_t h) { return ab__bf16_to_float(h); }
 
 float ab__load_f32(const void *base, int32_t dtype, int64_t idx)
 {
@@ -239,6 +208,13 @@ float ab__load_f32(const void *base, int32_t dtype, int64_t idx)
   case AB_DTYPE_I32: return (float)((const int32_t *)base)[idx];
   default: return 0.0f;
   }
+}
+
+double ab__load_f64(const void *base, int32_t dtype, int64_t idx)
+{
+  if (dtype == AB_DTYPE_F64)
+    return ((const double *)base)[idx];
+  return (double)ab__load_f32(base, dtype, idx); /* exact for the others */
 }
 
 static int is_float_dtype(int32_t d)
@@ -444,7 +420,9 @@ enum ab_status ab__check_tensor(const struct ab_tensor *t, const char *name,
   return AB_STATUS_OK;
 }
 
-enum ab_status ab_tensor_to_f32(const struct ab_tensor *src, float *dst)
+/* Gather src (any strides) row-major into dst as float32 or float64. */
+static enum ab_status tensor_gather(const struct ab_tensor *src, void *dst,
+                                    enum ab_dtype to)
 {
   int64_t idx[AB_MAX_DIMS] = {0, 0, 0, 0}, n, i;
   enum ab_status st;
@@ -455,11 +433,18 @@ enum ab_status ab_tensor_to_f32(const struct ab_tensor *src, float *dst)
   if (!dst)
     return ab__fail(AB_STATUS_INVALID_ARG, "dst", "dst is NULL");
   n = ab_tensor_numel(src);
+  if ((uint64_t)n > SIZE_MAX / ab_dtype_size(to))
+    return ab__fail(AB_STATUS_OVERFLOW, "src",
+                    "%lld elements do not fit in memory as %s",
+                    (long long)n, ab_dtype_name(to));
   if (ab_tensor_is_contiguous(src))
-    return ab_convert(dst, AB_DTYPE_F32, src->data,
-                      (enum ab_dtype)src->dtype, n);
+    return ab_convert(dst, to, src->data, (enum ab_dtype)src->dtype, n);
   for (i = 0; i < n; i++) {
-    dst[i] = ab__load_f32(src->data, src->dtype, ab__tensor_offset(src, idx));
+    const int64_t off = ab__tensor_offset(src, idx);
+    if (to == AB_DTYPE_F64)
+      ((double *)dst)[i] = ab__load_f64(src->data, src->dtype, off);
+    else
+      ((float *)dst)[i] = ab__load_f32(src->data, src->dtype, off);
     for (d = src->ndim - 1; d >= 0; d--) {
       if (++idx[d] < src->shape[d])
         break;
@@ -467,6 +452,16 @@ enum ab_status ab_tensor_to_f32(const struct ab_tensor *src, float *dst)
     }
   }
   return AB_STATUS_OK;
+}
+
+enum ab_status ab_tensor_to_f32(const struct ab_tensor *src, float *dst)
+{
+  return tensor_gather(src, dst, AB_DTYPE_F32);
+}
+
+enum ab_status ab_tensor_to_f64(const struct ab_tensor *src, double *dst)
+{
+  return tensor_gather(src, dst, AB_DTYPE_F64);
 }
 
 /* ==== jobs ============================================================== */

@@ -1,6 +1,7 @@
 /* dispatch.c: resolves the kernel table once per process (pthread_once):
  * reference in every slot, then AVX2, then AVX-512 overrides as the CPU
  * and AB_ISA allow.  AB_ISA_DEBUG=1 prints the choice to stderr. */
+#include "ab-internal.h"
 #include "kernels/kernels.h"
 
 #include <pthread.h>

@@ -1,17 +1,16 @@
 /* encoding.c: absolute position encodings -- sinusoidal (three layouts),
  * learned tables, and the didactic integer and binary encodings
- * (spec: methods.md 1, 2; README decisions "sinusoidal", "integer /
- * binary", "learned absolute"). */
+ * (docs/methods.md#absolute-encodings: sinusoidal, learned tables,
+ * integer and binary). */
 #include "ab-internal.h"
 #include "kernels/kernels.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* Sinusoidal frequencies are produced in tiles of this many pairs, so the
- * pow/exp per frequency is paid once per tile instead of once per cell,
- * without allocating (ab_encoding allocates nothing). */
-#define FREQ_TILE 256
+/* Sinusoidal frequencies are produced in tiles of AB__ENC_TILE pairs (the
+ * kernel's), so the pow/exp per frequency is paid once per tile instead of
+ * once per cell, without allocating (ab_encoding allocates nothing). */
 
 /* 2^62: positions and offsets beyond this cannot index any table and would
  * overflow the int64 arithmetic below, so they are rejected up front. */
@@ -142,64 +141,52 @@ static void sin_freqs(const struct ab_encoding_params *p, int64_t k0,
   }
 }
 
-/* pairs = s0 c0 s1 c1 ...  The main loop's trip count is a multiple of 4,
- * which lets the compiler's cheapest vectoriser (-O2) interleave whole
- * vectors; the rest goes one pair at a time. */
-static void interleave(float *restrict pairs, const float *restrict s,
-                       const float *restrict c, int64_t n)
+/* The longest run of positions from the first that the kernel can step
+ * through: each positions[i] == positions[0] + i * step exactly, as the
+ * kernel forms them (integral positions always are).  At least 1. */
+static int64_t step_run(const double *positions, int64_t n, double *step)
 {
-  const int64_t m = n & ~(int64_t)3;
-  int64_t k;
+  int64_t i = 1;
 
-  for (k = 0; k < m; k++) {
-    pairs[2 * k] = s[k];
-    pairs[2 * k + 1] = c[k];
-  }
-  for (; k < n; k++) {
-    pairs[2 * k] = s[k];
-    pairs[2 * k + 1] = c[k];
-  }
+  *step = n > 1 ? positions[1] - positions[0] : 0.0;
+  while (i < n && positions[i] == positions[0] + (double)i * *step)
+    i++;
+  return i;
 }
 
-/* Sinusoidal rows.  The angle p * freq of a cell is formed in double, its
- * sine and cosine are evaluated in double and rounded once to float, as the
- * README decides: the kernel table's rope.sincos does that for a run of
- * angles (libm in the reference; in the SIMD variants a Cody-Waite
- * reduction and a polynomial in double, with libm past 1e9 rad).  Each
- * tile's values are then placed in the row (interleaved pairs or the two
- * halves) with the table writer, streaming when asked. */
+/* Sinusoidal rows `first` .. first + n - 1 of the table.  Each cell is sin
+ * or cos of position * frequency in double, rounded once to float, as the
+ * README decides: the kernel table's enc.sin_rows writes runs of rows
+ * whose positions advance by a fixed step (the usual 0, 1, 2, ...), by the
+ * angle-addition recurrence whose error bound kernels/enc.h states, other
+ * positions in runs of one or two.  Pairs are done in tiles of
+ * AB__ENC_TILE, placed interleaved or in the two halves, streaming when
+ * asked. */
 static void sinusoidal(const struct ab_encoding_params *p,
-                       const double *positions, int64_t n, float *out,
-                       const double *freqs, const struct ab__kernels *K,
-                       int stream)
+                       const double *positions, int64_t n, int64_t first,
+                       float *out, const double *freqs,
+                       const struct ab__kernels *K, int stream)
 {
   const int64_t d = p->dim;
   const int64_t half = d / 2;
   const int interleaved = p->layout == AB_SIN_INTERLEAVED;
-  double tile[FREQ_TILE], theta[FREQ_TILE];
-  float c[FREQ_TILE], s[FREQ_TILE], pairs[2 * FREQ_TILE];
-  int64_t k0, k, t;
+  double tile[AB__ENC_TILE], step;
+  int64_t k0, t, run;
 
-  for (k0 = 0; k0 < half; k0 += FREQ_TILE) {
-    const int64_t kn = ab__min64(FREQ_TILE, half - k0);
+  for (k0 = 0; k0 < half; k0 += AB__ENC_TILE) {
+    const int64_t kn = ab__min64(AB__ENC_TILE, half - k0);
     const double *freq = freqs ? freqs + k0 : tile;
+    float *col = out + (interleaved ? 2 * k0 : k0);
 
     if (!freqs)
       sin_freqs(p, k0, kn, tile);
-    for (t = 0; t < n; t++) {
-      float *row = out + t * d;
-      const double pos = positions[t];
-
-      for (k = 0; k < kn; k++)
-        theta[k] = pos * freq[k];
-      K->rope.sincos(c, s, theta, kn);
-      if (interleaved) {
-        interleave(pairs, s, c, kn);
-        K->bias.table_copy(row + 2 * k0, pairs, 2 * kn, stream);
-      } else {
-        K->bias.table_copy(row + k0, s, kn, stream);
-        K->bias.table_copy(row + half + k0, c, kn, stream);
-      }
+    for (t = 0; t < n; t += run) {
+      /* Runs end at the table's multiples of AB__ENC_ANCHOR rows, where
+       * the pieces of a job start: a job writes the bits of one call. */
+      const int64_t cut = AB__ENC_ANCHOR - (first + t) % AB__ENC_ANCHOR;
+      run = step_run(positions + t, ab__min64(n - t, cut), &step);
+      K->enc.sin_rows(col + t * d, d, interleaved ? 0 : half, positions[t],
+                      step, freq, kn, run, stream);
     }
   }
   /* tensor2tensor with odd d: fairseq appends a zero column. */
@@ -333,7 +320,7 @@ static void fill_rows(const struct ab_encoding_params *p,
   positions += t0;
   switch (p->method) {
   case AB_ENC_SINUSOIDAL:
-    sinusoidal(p, positions, t1 - t0, out, freqs, K, stream);
+    sinusoidal(p, positions, t1 - t0, t0, out, freqs, K, stream);
     break;
   case AB_ENC_LEARNED: learned(p, positions, t1 - t0, out, K, stream); break;
   case AB_ENC_INTEGER: integer(p, positions, t1 - t0, out, K, stream); break;
@@ -381,7 +368,8 @@ struct enc_job {
 /* Columns of a row that add_row sums on the stack before streaming them. */
 #define ADD_CHUNK 512
 
-/* x's row r (of the flattened leading dims x n) plus enc, into out: summed
+/* x's row r (of the flattened leading dims x n) plus enc, into out: by the
+ * table writer's sum when x's row is float32 and contiguous; else summed
  * straight into out, or (streaming) a chunk at a time on the stack and
  * streamed from there. */
 static void add_row(const struct enc_job *ej, const struct ab__kernels *K,
@@ -400,19 +388,17 @@ static void add_row(const struct enc_job *ej, const struct ab__kernels *K,
     rem /= x->shape[d];
   }
   off = ab__tensor_offset(x, idx);
+  if (direct) {
+    K->bias.table_add(o, (const float *)x->data + off, enc, dim, ej->stream);
+    return;
+  }
   for (c0 = 0; c0 < dim; c0 += ADD_CHUNK) {
     const int64_t len = ab__min64(ADD_CHUNK, dim - c0);
     float *dst = ej->stream ? sum : o + c0;
     const float *e = enc + c0;
 
-    if (direct) {
-      const float *xs = (const float *)x->data + off + c0;
-      for (c = 0; c < len; c++)
-        dst[c] = xs[c] + e[c];
-    } else {
-      for (c = 0; c < len; c++)
-        dst[c] = ab__load_f32(x->data, x->dtype, off + (c0 + c) * cs) + e[c];
-    }
+    for (c = 0; c < len; c++)
+      dst[c] = ab__load_f32(x->data, x->dtype, off + (c0 + c) * cs) + e[c];
     if (ej->stream)
       K->bias.table_copy(o + c0, sum, len, 1);
   }
@@ -506,13 +492,20 @@ enum ab_status ab_encoding_job(const struct ab_encoding_params *p,
   ej->x = x;
   ej->out = out;
   ej->stream = stream_rows(rows, p->dim);
-  /* About 64 KiB of output per piece: enough to amortise the hand-off,
-   * small enough to spread a table over every thread. */
-  ej->rows_per_piece = ab__max64(1, 16384 / p->dim);
+  /* About 256 KiB of output per piece: enough to amortise the hand-off
+   * and the sinusoids' exact anchor rows (kernels/enc.h), small enough to
+   * spread a table over every thread and to keep a block of x + PE's
+   * encoding in L2. */
+  ej->rows_per_piece = ab__max64(1, 65536 / p->dim);
+  /* Sinusoids: pieces start at the kernel's anchor rows, so a job writes
+   * the same bits as one call. */
+  if (p->method == AB_ENC_SINUSOIDAL)
+    ej->rows_per_piece = (ej->rows_per_piece + AB__ENC_ANCHOR - 1) /
+                         AB__ENC_ANCHOR * AB__ENC_ANCHOR;
   (*job)->pieces = (rows + ej->rows_per_piece - 1) / ej->rows_per_piece;
   (*job)->scratch_size = 0;
   if (x) {
-    /* Blocks of 64 KiB of encoding, each added to up to 1 MiB of rows. */
+    /* Blocks of 256 KiB of encoding, each added to up to 1 MiB of rows. */
     ej->lead = rows / n;
     ej->pos_block = ab__min64(n, ej->rows_per_piece);
     ej->lead_block = ab__max64(

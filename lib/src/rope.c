@@ -1,7 +1,8 @@
-/* rope.c: rotary position embeddings (spec: methods.md 6-8 and 10, the
- * decisions of spec/README.md) -- parameter validation in one place, the
+/* rope.c: rotary position embeddings (docs/methods.md#rope and its
+ * scaling types) -- parameter validation in one place, the
  * frequencies and attention factor of every scaling method, cos/sin tables,
  * and the apply / table jobs whose pieces a caller's pool may split. */
+#include "ab-internal.h"
 #include "kernels/kernels.h"
 
 #include <float.h>
@@ -244,7 +245,7 @@ static enum ab_status check_sections(const struct ab_rope_params *p,
 
 /* YaRN and LongRoPE: the original context length and the scaling factor.
  * An explicit factor wins; only when it is absent is it the ratio of the
- * two lengths (spec/README.md). */
+ * two lengths (docs/methods.md#yarn). */
 static enum ab_status check_orig_factor(const struct ab_rope_params *p,
                                         struct rope_plan *pl)
 {
@@ -677,10 +678,11 @@ static void chunk_row(const struct rope_plan *pl,
       s[i] = (float)((double)s[i] * m);
     }
   } else if (pl->attention != 1.0) {
-    float m = (float)pl->attention;
+    /* The factor stays double: one rounding of the product. */
+    const double m = pl->attention;
     for (i = 0; i < ch->cnt; i++) {
-      c[i] *= m;
-      s[i] *= m;
+      c[i] = (float)((double)c[i] * m);
+      s[i] = (float)((double)s[i] * m);
     }
   }
 }

@@ -200,6 +200,31 @@ static int blank(const char *s)
 
 enum body_kind { BODY_JSON, BODY_SAFETENSORS };
 
+/* The magic string that starts every .npy file. */
+static const char NPY_MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+
+/* A .npy body -- by its media type (decided with the headers), or by its
+ * first bytes whatever the type says -- is refused with the one line that
+ * sends safetensors instead: a .npy file holds one array, and a request
+ * has several fields. */
+static int refuse_npy(const char *ct, struct srv_err *err)
+{
+  return srv_fail(err, 415, NULL,
+                  "a .npy body is not read (Content-Type \"%.60s\"): send "
+                  "safetensors (Content-Type: application/vnd.safetensors), "
+                  "each array named as its field and the other fields as "
+                  "JSON in __metadata__[\"params\"]; in Python: body = "
+                  "safetensors.numpy.save({\"q\": q, \"k\": k, \"v\": v}, "
+                  "metadata={\"params\": json.dumps({\"causal\": True})})",
+                  blank(ct) ? "none" : ct);
+}
+
+static int is_npy(const char *body, size_t len)
+{
+  return body && len >= sizeof NPY_MAGIC &&
+         memcmp(body, NPY_MAGIC, sizeof NPY_MAGIC) == 0;
+}
+
 static int classify_content_type(const char *ct, enum body_kind *kind,
                                  struct srv_err *err)
 {
@@ -222,6 +247,9 @@ static int classify_content_type(const char *ct, enum body_kind *kind,
       *kind = BODY_SAFETENSORS;
       return 0;
     }
+    if (media_is(&m, "application", "x-npy") ||
+        media_is(&m, "application", "npy"))
+      return refuse_npy(ct, err);
   }
   return srv_fail(err, 415, NULL,
                   "Content-Type \"%.100s\" is not supported; send "
@@ -276,10 +304,44 @@ static int read_options(struct srv_call *c, struct srv_err *err)
  * the request
  * ====================================================================== */
 
+/* The body's kind from Content-Type (415) and the answer's format from
+ * Accept (406). */
+static int media(const struct srv_route *route, const char *content_type,
+                 const char *accept, enum body_kind *kind, enum srv_fmt *fmt,
+                 struct srv_err *err)
+{
+  int png_ok = route && (route->flags & SRV_ROUTE_PNG);
+
+  *fmt = SRV_FMT_JSON;
+  if (classify_content_type(content_type, kind, err))
+    return -1;
+  if (!blank(accept) && negotiate(accept, png_ok, fmt) != 0) {
+    /* Routes without a body answer one fixed type (health, metrics,
+     * openapi): RFC 9110 12.5.1 lets them disregard Accept. */
+    if (!route || (route->flags & SRV_ROUTE_BODY))
+      return srv_fail(err, 406, NULL,
+                      "Accept \"%.120s\" cannot be met; this route answers "
+                      "application/json, application/vnd.safetensors, "
+                      "application/x-npy%s",
+                      accept, png_ok ? " or image/png" : "");
+    *fmt = SRV_FMT_JSON;
+  }
+  return 0;
+}
+
+int srv_codec_check_media(const struct srv_route *route,
+                          const char *content_type, const char *accept,
+                          struct srv_err *err)
+{
+  enum body_kind kind;
+  enum srv_fmt fmt;
+
+  return media(route, content_type, accept, &kind, &fmt, err);
+}
+
 int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
 {
   enum body_kind kind;
-  int png_ok = c->route && (c->route->flags & SRV_ROUTE_PNG);
 
   c->params = NULL;
   c->bin = NULL;
@@ -290,20 +352,10 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
   c->pick = NULL;
   c->codec = NULL;
 
-  if (classify_content_type(c->content_type, &kind, err))
+  if (media(c->route, c->content_type, c->accept, &kind, &c->fmt, err))
     return -1;
-
-  if (!blank(c->accept) && negotiate(c->accept, png_ok, &c->fmt) != 0) {
-    /* Routes without a body answer one fixed type (health, metrics,
-     * openapi): RFC 9110 12.5.1 lets them disregard Accept. */
-    if (!c->route || (c->route->flags & SRV_ROUTE_BODY))
-      return srv_fail(err, 406, NULL,
-                      "Accept \"%.120s\" cannot be met; this route answers "
-                      "application/json, application/vnd.safetensors, "
-                      "application/x-npy%s",
-                      c->accept, png_ok ? " or image/png" : "");
-    c->fmt = SRV_FMT_JSON;
-  }
+  if (is_npy(c->body, c->body_len))
+    return refuse_npy(c->content_type, err);
 
   /* Early (c->body_avail): only safetensors can be read in part. */
   if (c->body_avail && kind != BODY_SAFETENSORS)

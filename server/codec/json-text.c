@@ -160,12 +160,16 @@ void srv_codec__pointer(char *out, size_t cap, const char *dotted)
  * response headers) without bound. */
 #define IGNORED_MAX 2048
 
-void srv_codec_ignored_add(struct srv_buf *list, const char *pointer)
+void srv_codec_ignore(struct srv_call *c, const char *pointer)
 {
   static const char hex[] = "0123456789ABCDEF";
+  struct srv_buf *list = &c->ignored;
   char name[3 * 256 + 8];
   const char *p = pointer;
   size_t n = 0;
+
+  if (c->strict && !c->strict_first[0])
+    srv_strcpy(c->strict_first, sizeof c->strict_first, pointer);
 
   if (list->len >= IGNORED_MAX) {
     /* Say once that the list was cut. */

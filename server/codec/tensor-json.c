@@ -1,6 +1,6 @@
 /* tensor-json.c: srv_codec_tensor -- a request's tensor, by dotted path,
  * from the safetensors part of the body or from the JSON parameters in any
- * of the three forms of API.md "Tensors in JSON":
+ * of the three forms of docs/http.md#tensors-in-json:
  *   [[1, 2], [3, 4]]                                nested, shape inferred
  *   {"shape": [2, 2], "data": [1, 2, 3, 4], "dtype": "float32"}
  *   {"shape": [2, 2], "dtype": "float16", "b64": "<little-endian bytes>"}
@@ -260,9 +260,10 @@ static int finish(struct ab_tensor *out, void *buf, int dtype, int rank,
   return 0;
 }
 
-/* Form 1: a nested array, float32. */
+/* Form 1: a nested array, stored as dtype (float32 unless the caller
+ * keeps parameters in float64). */
 static int from_nested(struct srv_call *c, const json_t *j, const char *ptr,
-                       struct ab_tensor *out, struct srv_err *err)
+                       int dtype, struct ab_tensor *out, struct srv_err *err)
 {
   int64_t shape[AB_MAX_DIMS], n;
   struct sink s;
@@ -272,7 +273,7 @@ static int from_nested(struct srv_call *c, const json_t *j, const char *ptr,
     return -1;
   n = numel_of(shape, rank);
   memset(&s, 0, sizeof s);
-  s.dtype = AB_DTYPE_F32;
+  s.dtype = dtype;
   s.base = ptr;
   s.rank = rank;
   s.buf = tensor_buf(c, n, s.dtype, ptr, err);
@@ -327,15 +328,16 @@ static int read_shape(const json_t *js, const char *ptr, int64_t *shape,
   return 0;
 }
 
+/* Forms 2 and 3; "data" without a "dtype" is stored as json_dtype. */
 static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
-                       struct ab_tensor *out,
+                       int json_dtype, struct ab_tensor *out,
                        struct srv_err *err)
 {
   const json_t *jd = json_object_get(j, "data"), *jb = json_object_get(j, "b64");
   const json_t *jt = json_object_get(j, "dtype"), *v;
   char fp[PTR_CAP];
   int64_t shape[AB_MAX_DIMS], n;
-  int rank = 0, dtype = AB_DTYPE_F32;
+  int rank = 0, dtype = jb ? AB_DTYPE_F32 : json_dtype;
   const char *key;
   struct sink s;
 
@@ -346,7 +348,7 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
         strcmp(key, "shape")) {
       snprintf(fp, sizeof fp, "%s", ptr);
       srv_codec__pointer_add(fp, sizeof fp, key, strlen(key));
-      srv_codec_ignored_add(&c->ignored, fp);
+      srv_codec_ignore(c, fp);
     }
   }
   if (jd && jb) {
@@ -457,6 +459,13 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
 int srv_codec_tensor(struct srv_call *c, const char *path, int required,
                      struct ab_tensor *out, struct srv_err *err)
 {
+  return srv_codec_tensor_as(c, path, required, AB_DTYPE_F32, out, err);
+}
+
+int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
+                        enum ab_dtype json_dtype, struct ab_tensor *out,
+                        struct srv_err *err)
+{
   char ptr[PTR_CAP], walked[PTR_CAP];
   const json_t *j = c->params;
   const char *p = path, *dot;
@@ -505,9 +514,9 @@ int srv_codec_tensor(struct srv_call *c, const char *path, int required,
   }
   memset(out, 0, sizeof *out);
   if (json_is_array(j) || srv_codec__span(c, j))
-    return from_nested(c, j, ptr, out, err) ? -1 : 1;
+    return from_nested(c, j, ptr, (int)json_dtype, out, err) ? -1 : 1;
   if (json_is_object(j))
-    return from_object(c, j, ptr, out, err) ? -1 : 1;
+    return from_object(c, j, ptr, (int)json_dtype, out, err) ? -1 : 1;
   return srv_fail(err, 400, ptr,
                   "%s is %s; a tensor is a nested array of numbers, "
                   "{\"shape\", \"data\"} or {\"shape\", \"dtype\", \"b64\"}",

@@ -1,6 +1,7 @@
 /* attention.c: POST /v1/attention -- full attention with GQA, causal and
  * window masks, key lengths, soft-capping, additive biases, and RoPE and a
- * position bias fused in; returns output and optionally lse and weights. */
+ * position bias fused in; returns output and optionally lse and weights, or
+ * a PNG picture of the weights of some heads (Accept: image/png). */
 #include "params.h"
 
 #include <stddef.h>
@@ -26,6 +27,12 @@ struct attn_req {
   int64_t q_offset, sliding;
   const json_t *rope_obj, *bias_obj, *kv_lens, *window;
   unsigned ret;
+  struct srv_picture pic;
+  int64_t batch;
+  /* image/png: the weights [B, Hq, Nq, Nk] (not an output), drawn by
+   * srv_h_attention_finish, and the query position of their row 0 */
+  float *weights;
+  int64_t Hq, Nq, Nk, row0;
   /* resolved */
   struct srv_rope_cfg rope;
   struct rope_pos_json rope_pos;
@@ -93,7 +100,12 @@ static const struct srv_param attn_params[] = {
      .desc = "c*tanh(s/c) on the scaled scores before the bias; 0 is off"},
     {.name = "return", .type = SRV_PT_ENUMS, .flags = SRV_PF_DEF,
      .def = RET_OUTPUT, .choices = returns, .off = AR(ret),
-     .desc = "the outputs to send"},
+     .desc = "the outputs to send (image/png: the weights are drawn, "
+             "whatever it says)"},
+    SRV_PICTURE_PARAMS(AR(pic)),
+    {.name = "batch", .type = SRV_PT_INT, .flags = SRV_PF_DEF | SRV_PF_MIN,
+     .def = 0, .min = 0, .off = AR(batch),
+     .desc = "the batch entry drawn when Accept is image/png"},
 };
 const struct srv_ptable srv_ptab_attention =
     SRV_PTABLE("attention", "full attention with masks, biases and RoPE",
@@ -272,6 +284,70 @@ static int later_ready(struct srv_call *c, struct attn_req *rq,
   return 0;
 }
 
+/* ==== image/png ========================================================= */
+
+/* Accept: image/png: the same attention, with every weight kept (the
+ * picture's heads are chosen after the fact) and nothing declared as an
+ * output; srv_h_attention_finish draws.  The budget counts what is held:
+ * the weights and the output in float32 (4 bytes each: Nq x Nk per head
+ * and batch entry -- the reason large requests refuse a picture before
+ * they refuse the numbers) and the picture's pixels. */
+static int prepare_picture(struct srv_call *c, const struct srv_pctx *pc,
+                           const struct srv_pbind *b, struct attn_req *rq,
+                           const int64_t qd[4], const int64_t kd[4],
+                           const int64_t vd[4], const int64_t *oshape,
+                           const int64_t *wshape, double flops,
+                           struct srv_err *err)
+{
+  struct ab_attn_params *ap = &rq->ap;
+  double rows = (double)qd[0] * (double)qd[1] * (double)qd[2];
+  int r = rq->q.ndim;
+  ab_job_t *job = NULL;
+  enum ab_status st;
+
+  if (rq->batch >= qd[0])
+    return srv_fail(err, 400, "/batch",
+                    "batch %lld does not exist: the batch size is %lld",
+                    (long long)rq->batch, (long long)qd[0]);
+  if (srv_picture_select(pc, &rq->pic, srv_pbind_seen(b, "head"), qd[1],
+                         err) != 0)
+    return -1;
+  if (srv_check_budget(c,
+                       4.0 * rows * ((double)kd[2] + (double)vd[3]) +
+                           srv_codec_png_bound(rq->pic.n),
+                       flops, err) != 0)
+    return -1;
+  ap->out = srv_tensor_alloc(c, "output", AB_DTYPE_F32, r, oshape, err);
+  ap->weights = ap->out ? srv_tensor_alloc(c, "weights", AB_DTYPE_F32, r,
+                                           wshape, err)
+                        : NULL;
+  if (!ap->weights)
+    return -1;
+  rq->weights = ap->weights;
+  rq->Hq = qd[1];
+  rq->Nq = qd[2];
+  rq->Nk = kd[2];
+  rq->row0 = ap->has_q_offset ? ap->q_offset : kd[2] - qd[2];
+  st = ab_attention_job(ap, &job);
+  if (st != AB_STATUS_OK)
+    return srv_lib_fail(err, st, "", NULL);
+  return srv_add_job(c, job, err);
+}
+
+int srv_h_attention_finish(struct srv_call *c, struct srv_err *err)
+{
+  struct attn_req *rq = c->state;
+  char title[64];
+
+  if (c->fmt != SRV_FMT_PNG || !rq || !rq->weights)
+    return 0;
+  snprintf(title, sizeof title, "attention weights, batch %lld",
+           (long long)rq->batch);
+  return srv_picture_draw(c, &rq->pic,
+                          rq->weights + rq->batch * rq->Hq * rq->Nq * rq->Nk,
+                          1, rq->Nq, rq->Nk, rq->row0, title, 1, err);
+}
+
 /* ==== the handler ======================================================= */
 
 int srv_h_attention(struct srv_call *c, struct srv_err *err)
@@ -350,6 +426,9 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
     for (i = 0; i < r; i++)
       wshape[i] = full_w[4 - r + i];
   }
+  if (c->fmt == SRV_FMT_PNG)
+    return prepare_picture(c, &pc, &b, rq, qd, kd, vd, oshape, wshape, flops,
+                           err);
   {
     double rows = (double)qd[0] * (double)qd[1] * (double)qd[2];
     bytes = rq->ret & RET_OUTPUT ? srv_out_bytes(c, rows * (double)vd[3]) : 0;

@@ -1,6 +1,7 @@
 /* bias.c: POST /v1/bias -- position-bias tables (ALiBi, T5, FIRE, Kerple,
- * none) and T5 buckets, or a PNG heatmap of one head -- and the bias-method
- * parser that the attention route shares for its "bias" object. */
+ * none) and T5 buckets, or a PNG picture of some heads -- and the
+ * bias-method parser that the attention route shares for its "bias"
+ * object. */
 #include "params.h"
 
 #include <stddef.h>
@@ -25,7 +26,6 @@ enum { RET_BIAS = 1u << 0, RET_BUCKETS = 1u << 1 };
 struct bias_holder {
   struct ab_bias_params p;
   struct ab_tensor slopes, table, r1, r2;
-  int64_t num_buckets;
   const json_t *layers;
 };
 #define BH(f) offsetof(struct bias_holder, f)
@@ -52,14 +52,16 @@ static const struct srv_param bm_alibi[] = {
     {.name = "max_bias", .type = SRV_PT_NUM, .flags = SRV_PF_DEF | SRV_PF_MIN,
      .def = 8, .min = 0, .off = BH(p.max_bias),
      .desc = "slopes in ggml form: 8 gives the paper's, BLOOM's and MPT's"},
-    {.name = "slopes", .type = SRV_PT_TENSOR, .off = BH(slopes),
-     .desc = "explicit per-head slopes [num_heads]; override max_bias"},
+    {.name = "slopes", .type = SRV_PT_TENSOR, .flags = SRV_PF_F64,
+     .off = BH(slopes),
+     .desc = "explicit per-head slopes [num_heads]; override max_bias "
+             "(float32: the table is a float32 product)"},
 };
 static const struct srv_param bm_t5[] = {
-    {.name = "table", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ,
-     .off = BH(table),
+    {.name = "table", .type = SRV_PT_TENSOR, .off = BH(table),
      .desc = "[num_buckets, num_heads]: the checkpoint's "
-             "relative_attention_bias.weight"},
+             "relative_attention_bias.weight; needed for bias values, not "
+             "for return [\"buckets\"] alone"},
     {.name = "bidirectional", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF,
      .def = 1, .off = BH(p.bidirectional),
      .desc = "true for encoders; false for decoder self-attention"},
@@ -69,9 +71,11 @@ static const struct srv_param bm_t5[] = {
      .desc = "distance of the last bucket; must exceed half the exact "
              "range of one direction"},
     {.name = "relative_attention_num_buckets", .type = SRV_PT_INT,
-     .flags = SRV_PF_MIN, .min = 1, .off = BH(num_buckets),
-     .def_rule = "the table's row count",
-     .desc = "optional check: must equal the table's row count"},
+     .flags = SRV_PF_MIN, .min = 1, .off = BH(p.num_buckets),
+     .def_rule = "the table's row count; 32 without a table (Hugging "
+                 "Face's T5Config)",
+     .desc = "bucket count: must equal the table's rows; without a table "
+             "(buckets alone) it sizes them"},
 };
 static const struct srv_param bm_fire[] = {
     {.name = "c", .type = SRV_PT_NUM, .flags = SRV_PF_REQ | SRV_PF_MIN_EXCL,
@@ -95,10 +99,11 @@ static const struct srv_param bm_kerple[] = {
     {.name = "variant", .type = SRV_PT_ENUM, .flags = SRV_PF_DEF, .def = 0,
      .choices = kerple_variants, .off = BH(p.kerple_power),
      .desc = "kernel form"},
-    {.name = "r1", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = BH(r1),
-     .desc = "[num_heads], each > 0"},
-    {.name = "r2", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = BH(r2),
-     .desc = "[num_heads], each > 0 (<= 2 for power)"},
+    {.name = "r1", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ | SRV_PF_F64,
+     .off = BH(r1), .desc = "[num_heads], each > 0 (read in double)"},
+    {.name = "r2", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ | SRV_PF_F64,
+     .off = BH(r2),
+     .desc = "[num_heads], each > 0 (<= 2 for power; read in double)"},
 };
 static const struct srv_param bm_none[1] = {{.name = "", .desc = ""}};
 
@@ -107,11 +112,13 @@ struct fire_layer_in {
   struct ab_tensor weight, bias;
 };
 static const struct srv_param fire_layer_params[] = {
-    {.name = "weight", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ,
-     .off = offsetof(struct fire_layer_in, weight), .desc = "[out, in]"},
-    {.name = "bias", .type = SRV_PT_TENSOR,
+    {.name = "weight", .type = SRV_PT_TENSOR,
+     .flags = SRV_PF_REQ | SRV_PF_F64,
+     .off = offsetof(struct fire_layer_in, weight),
+     .desc = "[out, in] (read in double, as the MLP runs)"},
+    {.name = "bias", .type = SRV_PT_TENSOR, .flags = SRV_PF_F64,
      .off = offsetof(struct fire_layer_in, bias),
-     .desc = "[out] (optional: zeros)"},
+     .desc = "[out] (optional: zeros; read in double)"},
 };
 static const struct srv_ptable tab_fire_layer =
     SRV_PTABLE("fire layer", "one layer of FIRE's MLP", fire_layer_params);
@@ -141,10 +148,11 @@ _Static_assert(sizeof srv_ptab_bias_methods / sizeof srv_ptab_bias_methods[0] ==
 struct bias_req {
   struct ab_bias_params p;
   struct ab_geometry g;
-  int64_t num_heads, q_len, k_len, q_offset, sliding, head;
+  int64_t num_heads, q_len, k_len, q_offset, sliding;
   int causal;
   unsigned ret;
   const json_t *window;
+  struct srv_picture pic;
   float *bias;       /* PNG: the table drawn in finish */
   int32_t *buckets;
 };
@@ -179,9 +187,7 @@ static const struct srv_param bias_common[] = {
     {.name = "return", .type = SRV_PT_ENUMS, .flags = SRV_PF_DEF,
      .def = RET_BIAS, .choices = bias_returns, .off = BR(ret),
      .desc = "which tables to return"},
-    {.name = "head", .type = SRV_PT_INT, .flags = SRV_PF_DEF | SRV_PF_MIN,
-     .def = 0, .min = 0, .off = BR(head),
-     .desc = "the head drawn when Accept is image/png"},
+    SRV_PICTURE_PARAMS(BR(pic)),
 };
 const struct srv_ptable srv_ptab_bias_common = SRV_PTABLE(
     "bias", "attention-bias tables [num_heads, q_len, k_len]", bias_common);
@@ -214,32 +220,6 @@ int srv_window_parse(const struct srv_pctx *pc, const json_t *window,
     *left = sliding - 1;
     *right = 0;
   }
-  return 0;
-}
-
-/* A per-head array [num_heads] as float32 in the arena. */
-static int head_array(const struct srv_pctx *pc, const char *name,
-                      const struct ab_tensor *t, int64_t H, const float **out,
-                      struct srv_err *err)
-{
-  char ptr[256];
-  float *f;
-  enum ab_status st;
-
-  srv_pctx_ptr(pc, name, ptr, sizeof ptr);
-  if (t->ndim != 1 || t->shape[0] != H)
-    return srv_fail(err, 400, ptr,
-                    "%s must be a list of num_heads = %lld numbers, got "
-                    "%lld in %d dimension(s)",
-                    name, (long long)H, (long long)ab_tensor_numel(t),
-                    (int)t->ndim);
-  f = srv_arena_alloc(&pc->c->arena, (size_t)H * sizeof *f);
-  if (!f)
-    return srv_fail(err, 500, ptr, "out of memory reading %s", name);
-  st = ab_tensor_to_f32(t, f);
-  if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, ptr, NULL);
-  *out = f;
   return 0;
 }
 
@@ -314,7 +294,6 @@ int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
 {
   struct bias_holder *h;
   struct srv_pbind b;
-  char ptr[256];
   enum ab_status st;
   int64_t H = p->num_heads;
 
@@ -326,30 +305,32 @@ int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
   if (srv_params_parse(pc, obj, &b, err) != 0)
     return -1;
 
+  /* Per-head lists go to the library in double; it rounds ALiBi's slopes
+   * for its float32 table and keeps Kerple's. */
   switch (p->method) {
   case AB_BIAS_ALIBI:
     if (h->slopes.data &&
-        head_array(pc, "slopes", &h->slopes, H, &h->p.slopes, err) != 0)
+        srv_params_list(pc, "slopes", &h->slopes, H, "num_heads",
+                        &h->p.slopes_f64, err) != 0)
       return -1;
     break;
   case AB_BIAS_T5:
-    h->p.table = &h->table;
-    if (srv_pbind_seen(&b, "relative_attention_num_buckets") &&
-        h->table.ndim >= 1 && h->num_buckets != h->table.shape[0])
-      return srv_fail(
-          err, 400,
-          srv_pctx_ptr(pc, "relative_attention_num_buckets", ptr, sizeof ptr),
-          "relative_attention_num_buckets %lld disagrees with the table's "
-          "%lld rows",
-          (long long)h->num_buckets, (long long)h->table.shape[0]);
+    /* No table: buckets alone, HF's 32 of them unless told (the library
+     * refuses bias values without the table, naming it). */
+    if (h->table.data)
+      h->p.table = &h->table;
+    else if (!srv_pbind_seen(&b, "relative_attention_num_buckets"))
+      h->p.num_buckets = 32;
     break;
   case AB_BIAS_FIRE:
     if (fire_layers(pc, h, err) != 0)
       return -1;
     break;
   case AB_BIAS_KERPLE:
-    if (head_array(pc, "r1", &h->r1, H, &h->p.r1, err) != 0 ||
-        head_array(pc, "r2", &h->r2, H, &h->p.r2, err) != 0)
+    if (srv_params_list(pc, "r1", &h->r1, H, "num_heads", &h->p.r1_f64,
+                        err) != 0 ||
+        srv_params_list(pc, "r2", &h->r2, H, "num_heads", &h->p.r2_f64,
+                        err) != 0)
       return -1;
     break;
   default:
@@ -423,13 +404,12 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
     return srv_fail(err, 400, "/return",
                     "buckets exist only for method t5, not %s",
                     ab_bias_method_name((enum ab_bias_method)method));
-  if (png && rq->head >= rq->num_heads)
-    return srv_fail(err, 400, "/head",
-                    "head %lld does not exist: num_heads is %lld",
-                    (long long)rq->head, (long long)rq->num_heads);
+  if (png && srv_picture_select(&pc, &rq->pic, srv_pbind_seen(&common, "head"),
+                                rq->num_heads, err) != 0)
+    return -1;
 
-  /* Budget before allocating: the tables (and for PNG the picture, about
-   * 3 bytes a cell). */
+  /* Budget before allocating: the tables (for PNG computed whole, then
+   * drawn: the picture's pixels are bounded by the panels' count). */
   cells = (double)rq->q_len * (double)rq->k_len;
   out_bytes = 0;
   if (rq->ret & RET_BIAS)
@@ -438,7 +418,7 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
   if (rq->ret & RET_BUCKETS)
     out_bytes += 4.0 * cells;
   if (png)
-    out_bytes += 3.0 * cells;
+    out_bytes += srv_codec_png_bound(rq->pic.n);
   if (srv_check_budget(c, out_bytes,
                        cells * (double)rq->num_heads *
                            cell_flops((enum ab_bias_method)method),
@@ -483,8 +463,7 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
 int srv_h_bias_finish(struct srv_call *c, struct srv_err *err)
 {
   struct bias_req *rq = c->state;
-  const float *plane;
-  float *conv = NULL;
+  float *conv;
   int64_t cells, i;
   char title[96];
 
@@ -492,22 +471,17 @@ int srv_h_bias_finish(struct srv_call *c, struct srv_err *err)
     return 0;
   cells = rq->q_len * rq->k_len; /* checked in prepare */
   if (rq->bias) {
-    plane = rq->bias + rq->head * cells;
-    snprintf(title, sizeof title, "%s bias, head %lld",
-             ab_bias_method_name(rq->p.method), (long long)rq->head);
-  } else {
-    /* Only buckets were asked for: draw them. */
-    conv = srv_arena_alloc(&c->arena, (size_t)cells * sizeof(float));
-    if (!conv)
-      return srv_fail(err, 500, NULL, "cannot allocate the picture");
-    for (i = 0; i < cells; i++)
-      conv[i] = (float)rq->buckets[i];
-    plane = conv;
-    snprintf(title, sizeof title, "t5 buckets");
+    snprintf(title, sizeof title, "%s bias",
+             ab_bias_method_name(rq->p.method));
+    return srv_picture_draw(c, &rq->pic, rq->bias, 1, rq->q_len, rq->k_len,
+                            rq->g.q_offset, title, 0, err);
   }
-  if (srv_codec_png_heatmap(plane, rq->q_len, rq->k_len, title, &c->custom,
-                            err) != 0)
-    return -1;
-  c->custom_type = "image/png";
-  return 0;
+  /* Only buckets were asked for: draw them (one table for every head). */
+  conv = srv_arena_alloc(&c->arena, (size_t)cells * sizeof(float));
+  if (!conv)
+    return srv_fail(err, 500, NULL, "cannot allocate the picture");
+  for (i = 0; i < cells; i++)
+    conv[i] = (float)rq->buckets[i];
+  return srv_picture_draw(c, &rq->pic, conv, 0, rq->q_len, rq->k_len,
+                          rq->g.q_offset, "t5 buckets", 0, err);
 }

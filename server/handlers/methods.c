@@ -1,7 +1,7 @@
 /* methods.c: GET /v1/methods -- the catalog of every encoding method, RoPE
  * type, bias method and the attention options, generated from the same
  * parameter tables the handlers parse requests with. */
-#include "params.h"
+#include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -134,25 +134,13 @@ static json_t *catalog(void)
 
   json_object_set_new(root, "output_options",
                       list_without(&srv_ptab_output, NULL));
+  /* Every POST route: a model's config (GET /v1/models). */
+  json_object_set_new(root, "config_options",
+                      list_without(&srv_ptab_model_config, NULL));
   return root;
 }
 
 int srv_h_methods(struct srv_call *c, struct srv_err *err)
 {
-  json_t *root = catalog();
-  char *text;
-  int rc;
-
-  if (!root)
-    return srv_fail(err, 500, NULL, "out of memory building the catalog");
-  text = json_dumps(root, JSON_COMPACT);
-  json_decref(root);
-  if (!text)
-    return srv_fail(err, 500, NULL, "out of memory building the catalog");
-  rc = srv_buf_append(&c->custom, text, strlen(text));
-  free(text);
-  if (rc != 0)
-    return srv_fail(err, 500, NULL, "out of memory sending the catalog");
-  c->custom_type = "application/json";
-  return 0;
+  return srv_reply_json(c, catalog(), "the catalog", err);
 }

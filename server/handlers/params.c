@@ -109,8 +109,7 @@ void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
     for (i = 0; extra && extra[i] && !known; i++)
       known = strcmp(extra[i], key) == 0;
     if (!known)
-      srv_codec_ignored_add(&pc->c->ignored,
-                            srv_pctx_ptr(pc, key, ptr, sizeof ptr));
+      srv_config_ignore(pc->c, srv_pctx_ptr(pc, key, ptr, sizeof ptr));
   }
 }
 
@@ -140,7 +139,7 @@ void srv_params_unused_bin(const struct srv_pctx *pc)
         break;
       s = dot + 1;
     }
-    srv_codec_ignored_add(&pc->c->ignored, ptr);
+    srv_config_ignore(pc->c, ptr);
   }
 }
 
@@ -505,9 +504,10 @@ static int bin_below(const struct srv_pctx *pc, const char *name)
   return 0;
 }
 
-int srv_params_tensor(const struct srv_pctx *pc, const char *name,
-                      int required, struct ab_tensor *out,
-                      struct srv_err *err)
+/* srv_params_tensor with JSON numbers stored as json_dtype. */
+static int tensor_as(const struct srv_pctx *pc, const char *name,
+                     int required, enum ab_dtype json_dtype,
+                     struct ab_tensor *out, struct srv_err *err)
 {
   char dotted[256];
   int i;
@@ -518,7 +518,39 @@ int srv_params_tensor(const struct srv_pctx *pc, const char *name,
   if (i >= 0)
     pc->bin_used[i] = 1;
   memset(out, 0, sizeof *out);
-  return srv_codec_tensor(pc->c, dotted, required, out, err);
+  return srv_codec_tensor_as(pc->c, dotted, required, json_dtype, out, err);
+}
+
+int srv_params_tensor(const struct srv_pctx *pc, const char *name,
+                      int required, struct ab_tensor *out,
+                      struct srv_err *err)
+{
+  return tensor_as(pc, name, required, AB_DTYPE_F32, out, err);
+}
+
+int srv_params_list(const struct srv_pctx *pc, const char *name,
+                    const struct ab_tensor *t, int64_t want, const char *what,
+                    const double **out, struct srv_err *err)
+{
+  char ptr[256];
+  double *d;
+  enum ab_status st;
+
+  srv_pctx_ptr(pc, name, ptr, sizeof ptr);
+  if (t->ndim != 1 || t->shape[0] != want)
+    return srv_fail(err, 400, ptr,
+                    "%s must be a list of %s = %lld numbers, got %lld in %d "
+                    "dimension(s)",
+                    name, what, (long long)want,
+                    (long long)ab_tensor_numel(t), (int)t->ndim);
+  d = srv_arena_alloc(&pc->c->arena, (size_t)want * sizeof *d);
+  if (!d)
+    return srv_fail(err, 500, ptr, "out of memory reading %s", name);
+  st = ab_tensor_to_f64(t, d);
+  if (st != AB_STATUS_OK) /* an int32 safetensors entry: the list's fault */
+    return srv_lib_fail(err, st, ptr, "src");
+  *out = d;
+  return 0;
 }
 
 /* ==== the parser ======================================================== */
@@ -578,7 +610,9 @@ int srv_params_parse(const struct srv_pctx *pc, const json_t *obj,
                           "%s is required", p->name);
         continue;
       }
-      r = srv_params_tensor(pc, p->name, (p->flags & SRV_PF_REQ) != 0, t, err);
+      r = tensor_as(pc, p->name, (p->flags & SRV_PF_REQ) != 0,
+                    (p->flags & SRV_PF_F64) ? AB_DTYPE_F64 : AB_DTYPE_F32, t,
+                    err);
       if (r < 0)
         return -1;
       if (r > 0 && i < 64)
@@ -840,6 +874,23 @@ double srv_out_bytes(const struct srv_call *c, double numel)
   if (c->fmt == SRV_FMT_JSON || dt != AB_DTYPE_F32)
     sent += 4.0 * numel;
   return sent;
+}
+
+int srv_reply_json(struct srv_call *c, json_t *root, const char *what,
+                   struct srv_err *err)
+{
+  char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+  int rc;
+
+  json_decref(root);
+  if (!text)
+    return srv_fail(err, 500, NULL, "out of memory building %s", what);
+  rc = srv_buf_append(&c->custom, text, strlen(text));
+  free(text);
+  if (rc != 0)
+    return srv_fail(err, 500, NULL, "out of memory sending %s", what);
+  c->custom_type = "application/json";
+  return 0;
 }
 
 double srv_numel_d(const struct ab_tensor *t)

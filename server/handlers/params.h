@@ -29,7 +29,7 @@ enum srv_ptype {
   SRV_PT_STR,       /* any string -> const char * (borrowed) */
   SRV_PT_ENUMS,     /* non-empty array of distinct strings among choices ->
                        unsigned bitmask of (1u << value) */
-  SRV_PT_TENSOR,    /* a tensor in any form of API.md, or a safetensors
+  SRV_PT_TENSOR,    /* a tensor in a form of docs/http.md, or a safetensors
                        entry of the dotted name -> struct ab_tensor
                        (data NULL when absent) */
   SRV_PT_INTS,      /* array of integers, each within [min, max] ->
@@ -50,8 +50,12 @@ enum srv_pflag {
   SRV_PF_NOSTORE = 1u << 6,  /* known here but read by someone else (the
                                 route's selector "method", the codec's
                                 output options): type-checked, not stored */
-  SRV_PF_ZERO_DEF = 1u << 7  /* (numbers) 0 means "use the default", as
+  SRV_PF_ZERO_DEF = 1u << 7, /* (numbers) 0 means "use the default", as
                                 Hugging Face does for beta_fast/beta_slow */
+  SRV_PF_F64 = 1u << 8       /* (tensors) a parameter the library evaluates
+                                in double: numbers written in JSON are kept
+                                as float64, not rounded to float32 as input
+                                tensors are (srv_codec_tensor_as) */
 };
 
 /* One choice of an ENUM/ENUMS parameter. */
@@ -138,6 +142,14 @@ int srv_params_parse(const struct srv_pctx *pc, const json_t *obj,
 void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
                         const struct srv_ptable *const *tables, int n,
                         const char *const *extra);
+
+/* A parameter list: tensor t (member `name` of pc's object) must be rank 1
+ * with `want` entries, else a 400 naming it and "<what> = <want>"
+ * ("rotary_dim/2", "num_heads").  Its values as doubles in the arena
+ * (float64 keeps every digit).  -1 with err. */
+int srv_params_list(const struct srv_pctx *pc, const char *name,
+                    const struct ab_tensor *t, int64_t want, const char *what,
+                    const double **out, struct srv_err *err);
 
 /* After parsing: append every safetensors entry no parameter consumed. */
 void srv_params_unused_bin(const struct srv_pctx *pc);
@@ -253,7 +265,8 @@ int srv_rope_parse(const struct srv_pctx *pc, const json_t *obj,
 
 /* Read positions (SRV_PT_POSITIONS json) for n_axes axes into an arena
  * array [n_axes, n] (int64).  want_n > 0 fixes the token count (it must
- * match a list).  An integer form means 0..n-1 on every axis; a flat list
+ * match a list).  An integer form means 0..n-1 on every axis, and so does
+ * j NULL with want_n (the default of /v1/rope with q or k); a flat list
  * is used for every axis (text tokens of multi-axis RoPE) unless
  * flat_ok is 0.  field is the member's JSON pointer.  Sets *n_out and
  * *max_out (largest position).  -1 with err. */
@@ -284,8 +297,54 @@ int srv_window_parse(const struct srv_pctx *pc, const json_t *window,
                      int64_t sliding, int has_sliding, int64_t *left,
                      int64_t *right, struct srv_err *err);
 
+/* A handler's whole answer as compact JSON (c->custom, application/json);
+ * takes root (may be NULL: out of memory).  `what` names it in errors. */
+int srv_reply_json(struct srv_call *c, json_t *root, const char *what,
+                   struct srv_err *err);
+
 /* Element count of a tensor as a double: budgets compare sizes that may not
  * fit in int64 (they are refused before any exact arithmetic). */
 double srv_numel_d(const struct ab_tensor *t);
+
+/* ======================================================================
+ * pictures (picture.c): the image/png answers of /v1/bias and
+ * /v1/attention -- one head ("head"), or several as a grid ("heads")
+ * ====================================================================== */
+
+/* The members a request's parameter table binds (SRV_PICTURE_PARAMS), and
+ * the heads chosen from them by srv_picture_select. */
+struct srv_picture {
+  int64_t head;        /* "head", default 0 */
+  const json_t *heads; /* "heads" [h, ...] or NULL */
+  const int64_t *sel;  /* the heads to draw (arena), n of them */
+  int n;
+};
+
+/* The table entries of "head" and "heads", for a request struct holding a
+ * struct srv_picture at offset `base`. */
+#define SRV_PICTURE_PARAMS(base)                                               \
+  {.name = "head", .type = SRV_PT_INT, .flags = SRV_PF_DEF | SRV_PF_MIN,       \
+   .def = 0, .min = 0, .off = (base) + offsetof(struct srv_picture, head),     \
+   .desc = "the head drawn when Accept is image/png"},                         \
+  {.name = "heads", .type = SRV_PT_INTS, .flags = SRV_PF_MIN, .min = 0,        \
+   .off = (base) + offsetof(struct srv_picture, heads),                        \
+   .desc = "heads drawn as a grid when Accept is image/png (1 to 64, "         \
+           "instead of head)"}
+
+/* Which heads to draw, of num_heads: "heads" (1 to SRV_HEATMAP_MAX_PANELS,
+ * each < num_heads) or else "head".  has_head: "head" was in the request
+ * (with "heads" too it is a 400).  -1 with err naming the member. */
+int srv_picture_select(const struct srv_pctx *pc, struct srv_picture *pic,
+                       int has_head, int64_t num_heads, struct srv_err *err);
+
+/* Draw the chosen heads of `table` (num_heads planes of [rows, cols],
+ * plane h at table + h*rows*cols) as the call's image/png answer; row 0 is
+ * query position row0.  heads: 0 for a table without a head axis (one
+ * untitled panel).  zero_masked: the table is attention weights, whose
+ * masked keys are the exact zeros. */
+int srv_picture_draw(struct srv_call *c, const struct srv_picture *pic,
+                     const float *table, int heads, int64_t rows,
+                     int64_t cols, int64_t row0, const char *title,
+                     int zero_masked, struct srv_err *err);
 
 #endif /* SRV_PARAMS_H */

@@ -76,8 +76,10 @@ static const struct srv_choice layouts[] = {
     {NULL, 0, NULL}};
 
 static const struct srv_param rope_request[] = {
-    {.name = "positions", .type = SRV_PT_POSITIONS, .flags = SRV_PF_REQ,
-     .off = RQ(positions),
+    {.name = "positions", .type = SRV_PT_POSITIONS, .off = RQ(positions),
+     .def_rule = "with q or k: 0..n-1 along their sequence axis (every axis "
+                 "of multi-axis RoPE, as the count n); required without "
+                 "them, and for vision2d",
      .desc = "n (0..n-1), a list [n], or [axes, n] rows for multi-axis RoPE "
              "([3, n] t/h/w with mrope_section, [2, n] row/column for "
              "vision2d); integers, may be negative"},
@@ -213,13 +215,14 @@ static const struct srv_param rt_llama3[] = {
              "exceed low_freq_factor"},
 };
 static const struct srv_param rt_longrope[] = {
-    {.name = "short_factor", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ,
-     .off = RC(short_t),
+    {.name = "short_factor", .type = SRV_PT_TENSOR,
+     .flags = SRV_PF_REQ | SRV_PF_F64, .off = RC(short_t),
      .desc = "rotary_dim/2 positive divisors used while seq_len <= "
-             "original_max_position_embeddings"},
-    {.name = "long_factor", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ,
-     .off = RC(long_t),
-     .desc = "rotary_dim/2 positive divisors used beyond it"},
+             "original_max_position_embeddings (read in double)"},
+    {.name = "long_factor", .type = SRV_PT_TENSOR,
+     .flags = SRV_PF_REQ | SRV_PF_F64, .off = RC(long_t),
+     .desc = "rotary_dim/2 positive divisors used beyond it (read in "
+             "double)"},
     {.name = "factor", .type = SRV_PT_NUM, .flags = SRV_PF_MIN_EXCL,
      .min = 0, .off = RC(p.factor),
      .def_rule = "max_position_embeddings / original_max_position_embeddings",
@@ -279,38 +282,6 @@ _Static_assert(sizeof srv_ptab_rope_types / sizeof srv_ptab_rope_types[0] ==
                "one table per rope_type");
 
 /* ==== the config parser ================================================= */
-
-/* A longrope factor list as doubles in the arena, after checking it has
- * `want` entries.  The values go through float32 like every input (HF
- * builds these lists as float32 tensors too). */
-static int factor_list(const struct srv_pctx *sc, const char *name,
-                       const struct ab_tensor *t, int64_t want,
-                       const double **out, struct srv_err *err)
-{
-  char ptr[256];
-  int64_t n = ab_tensor_numel(t), i;
-  float *f;
-  double *d;
-  enum ab_status st;
-
-  srv_pctx_ptr(sc, name, ptr, sizeof ptr);
-  if (t->ndim != 1 || n != want)
-    return srv_fail(err, 400, ptr,
-                    "%s must be a list of rotary_dim/2 = %lld numbers, got "
-                    "%lld in %d dimension(s)",
-                    name, (long long)want, (long long)n, (int)t->ndim);
-  f = srv_arena_alloc(&sc->c->arena, (size_t)n * sizeof *f);
-  d = srv_arena_alloc(&sc->c->arena, (size_t)n * sizeof *d);
-  if (!f || !d)
-    return srv_fail(err, 500, ptr, "out of memory reading %s", name);
-  st = ab_tensor_to_f32(t, f);
-  if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, ptr, NULL);
-  for (i = 0; i < n; i++)
-    d[i] = f[i];
-  *out = d;
-  return 0;
-}
 
 int srv_rope_parse(const struct srv_pctx *pc, const json_t *obj,
                    int64_t head_dim_hint, struct srv_rope_cfg *cfg,
@@ -403,10 +374,12 @@ int srv_rope_parse(const struct srv_pctx *pc, const json_t *obj,
       st = ab_rope_check(&base, &rd, NULL, NULL);
       if (st != AB_STATUS_OK)
         return srv_lib_fail(err, st, pc->ptr, NULL);
-      if (factor_list(&sc, "short_factor", &cfg->short_t, rd / 2,
-                      &cfg->p.short_factor, err) != 0 ||
-          factor_list(&sc, "long_factor", &cfg->long_t, rd / 2,
-                      &cfg->p.long_factor, err) != 0)
+      /* In double, as the library computes the frequencies from them: a
+       * float32 rounding would move angles near position 4096 by ~2e-4. */
+      if (srv_params_list(&sc, "short_factor", &cfg->short_t, rd / 2,
+                          "rotary_dim/2", &cfg->p.short_factor, err) != 0 ||
+          srv_params_list(&sc, "long_factor", &cfg->long_t, rd / 2,
+                          "rotary_dim/2", &cfg->p.long_factor, err) != 0)
         return -1;
     }
   } else if (cfg->orig_max_pos_top > 0) {
@@ -458,8 +431,9 @@ int srv_rope_positions(struct srv_call *c, const json_t *j, const char *field,
 {
   const json_t *first = json_is_array(j) ? json_array_get(j, 0) : NULL;
   int nested = first && json_is_array(first);
-  int64_t n = nested ? (int64_t)json_array_size(first)
-                     : srv_positions_count(j);
+  int64_t n = !j       ? want_n
+              : nested ? (int64_t)json_array_size(first)
+                       : srv_positions_count(j);
   int64_t *pos, mx = INT64_MIN, a, i;
 
   if (n < 1)
@@ -607,8 +581,20 @@ int srv_h_rope(struct srv_call *c, struct srv_err *err)
                     "xpos has no table form (q and k decay in opposite "
                     "directions): send q and/or k to rotate");
 
+  /* Without positions, q/k's sequence length n stands for the count n:
+   * 0..n-1, on every axis of multi-axis RoPE (text tokens).  The tables
+   * have no n without them, and a vision2d grid has no default order. */
+  if (!rq->positions && !have_qk)
+    return srv_fail(err, 400, "/positions",
+                    "positions is required without q or k: n (for 0..n-1), "
+                    "a list, or [axes, n] rows");
+  if (!rq->positions && rq->cfg.p.rope_type == AB_ROPE_VISION2D)
+    return srv_fail(err, 400, "/positions",
+                    "vision2d needs positions [2, n] (each token's row and "
+                    "column); there is no default grid");
+
   /* Budget before allocating anything sized by the request. */
-  n = srv_positions_count(rq->positions);
+  n = rq->positions ? srv_positions_count(rq->positions) : want_n;
   temp = 8.0 * (double)n * rq->cfg.n_axes;
   if (have_qk) {
     for (i = 0; i < 2; i++)
@@ -637,24 +623,19 @@ int srv_h_rope(struct srv_call *c, struct srv_err *err)
 
   if (!have_qk) {
     int64_t shape[2] = {n, rq->cfg.rotary_dim};
-    double *inv_d, scaling = 1;
-    float *inv, *cs, *sn;
+    double *inv, scaling = 1;
+    float *cs, *sn;
     ab_job_t *job = NULL;
-    int64_t k;
 
-    inv_d = srv_arena_alloc(&c->arena,
-                            (size_t)rq->cfg.n_freq * sizeof(double));
-    if (!inv_d)
-      return srv_fail(err, 500, NULL, "out of memory");
-    st = ab_rope_inv_freq(&rq->cfg.p, seq_len, inv_d, &scaling);
-    if (st != AB_STATUS_OK)
-      return srv_lib_fail(err, st, "", NULL);
-    inv = srv_output_tensor(c, "inv_freq", AB_DTYPE_F32, 1, &rq->cfg.n_freq,
+    /* inv_freq is held in double, as the library computes it: the codec
+     * rounds it once to the output dtype (float64 keeps it whole). */
+    inv = srv_output_tensor(c, "inv_freq", AB_DTYPE_F64, 1, &rq->cfg.n_freq,
                             err);
     if (!inv)
       return -1;
-    for (k = 0; k < rq->cfg.n_freq; k++)
-      inv[k] = (float)inv_d[k];
+    st = ab_rope_inv_freq(&rq->cfg.p, seq_len, inv, &scaling);
+    if (st != AB_STATUS_OK)
+      return srv_lib_fail(err, st, "", NULL);
     cs = srv_output_tensor(c, "cos", AB_DTYPE_F32, 2, shape, err);
     sn = cs ? srv_output_tensor(c, "sin", AB_DTYPE_F32, 2, shape, err) : NULL;
     if (!sn)

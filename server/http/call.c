@@ -130,13 +130,15 @@ void srv_call_fail(struct srv_call *c, const struct srv_err *e)
   }
 }
 
-/* After the jobs succeeded: the handler's finish, then the body -- the
- * handler's own (c->custom) or the codec's encoding of c->outputs. */
+/* After the jobs succeeded: the route's finish for a picture, then the
+ * body -- the handler's own (c->custom) or the codec's encoding of
+ * c->outputs. */
 static void finish_ok(struct srv_call *c)
 {
   struct srv_err err;
 
-  if (c->route->finish && c->route->finish(c, &err) != 0) {
+  if (c->route->finish && c->fmt == SRV_FMT_PNG &&
+      c->route->finish(c, &err) != 0) {
     srv_call_fail(c, &err);
     return;
   }
@@ -272,6 +274,15 @@ static size_t parse_budget(void)
   return srv_jsonmem_request_cap((size_t)bytes);
 }
 
+/* Prefer: handling=strict and fields nobody read: a 400 naming each (the
+ * first as the field; the same list goes out as X-Attnbias-Ignored). */
+static void strict_refusal(const struct srv_call *c, struct srv_err *err)
+{
+  srv_fail(err, 400, c->strict_first,
+           "unknown fields, refused under Prefer: handling=strict: %.400s",
+           c->ignored.data);
+}
+
 int srv_call_prepare(struct srv_call *c)
 {
   struct srv_err err;
@@ -305,9 +316,16 @@ int srv_call_prepare(struct srv_call *c)
       goto fail;
     }
   }
+  if ((c->route->flags & SRV_ROUTE_BODY) && srv_config_apply(c, &err) != 0)
+    goto fail;
   if (c->route->prepare(c, &err) != 0) {
     if (err.http == 413 && !c->body_avail)
       srv_metrics_reject(SRV_REJECT_OVER_BUDGET);
+    srv_config_blame(c, &err);
+    goto fail;
+  }
+  if (c->strict && c->ignored.len) {
+    strict_refusal(c, &err);
     goto fail;
   }
   c->ts.prepared = srv_now_ns();
@@ -426,8 +444,9 @@ int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
   int64_t np, p;
   int i, expect = 0;
 
-  if (c->njobs != 1 || c->route->finish || c->custom_type ||
-      c->custom.len || c->out_dtype != AB_DTYPE_F32 ||
+  /* (A route's finish runs for image/png answers only: never here.) */
+  if (c->njobs != 1 || c->custom_type || c->custom.len ||
+      c->out_dtype != AB_DTYPE_F32 ||
       (c->fmt != SRV_FMT_SAFETENSORS && c->fmt != SRV_FMT_NPY))
     return 0;
   job = c->jobs[0];

@@ -19,7 +19,12 @@
   X(OVER_BUDGET, "over_budget")                                                \
   X(CLIENT_CLOSED, "client_closed")                                            \
   X(CUT, "cut_at_drain_deadline")                                              \
-  X(SLOW_UPLOAD, "slow_upload")
+  X(SLOW_UPLOAD, "slow_upload")                                                \
+  X(HEADER_TIMEOUT, "header_timeout")                                          \
+  X(LINGER_TIME, "linger_time")                                                \
+  X(LINGER_BYTES, "linger_bytes")                                              \
+  X(LINGER_FULL, "linger_full")                                                \
+  X(PER_IP_LIMIT, "per_ip_limit")
 
 enum srv_reject {
 #define SRV_X_(name, label) SRV_REJECT_##name,
@@ -111,6 +116,41 @@ void srv_metrics_reject(enum srv_reject why);
 /* ---- mhd.c: gauges read by the metrics ------------------------------- */
 int srv_http_inflight(void);    /* requests begun and not yet completed */
 int srv_http_queue_depth(void); /* admitted and not finished */
+int srv_http_lingering(void);   /* answered, their refused body drained */
+
+/* ---- guard.c: deadlines and lingering close ---------------------------
+ * One record per libmicrohttpd connection, from its notify-connection
+ * callback: the thread of guard.c cuts (shutdown) a connection whose
+ * request headers are not complete --header-timeout-s after they became
+ * due, or whose body falls under --body-min-rate-kb once --body-grace-s
+ * have passed; and drains a connection answered while its body still
+ * comes, within --linger-s and --linger-mb, before it is closed.  Every
+ * srv_guard_* taking a record does nothing with NULL. */
+struct srv_conn;
+
+int srv_guard_start(void); /* before the daemon: 0, or -1 (logged) */
+void srv_guard_stop(void); /* after it: closes what still lingers */
+/* A connection accepted on fd: its headers are due from now.  NULL when
+ * out of memory (fd is then shut down: libmicrohttpd drops it). */
+struct srv_conn *srv_guard_open(int fd);
+/* libmicrohttpd is about to close c's descriptor: c lingers if
+ * srv_guard_linger was called, else it is freed. */
+void srv_guard_close(struct srv_conn *c);
+/* A request completed: the next one's headers are due idle_s from now
+ * (the time a kept-alive connection may wait for it). */
+void srv_guard_headers_after(struct srv_conn *c, double idle_s);
+void srv_guard_body(struct srv_conn *c);  /* a body begins now */
+void srv_guard_body_bytes(struct srv_conn *c, size_t n);
+void srv_guard_busy(struct srv_conn *c);  /* no deadline of ours */
+/* The connection is answered with its body unread: linger at close. */
+void srv_guard_linger(struct srv_conn *c);
+/* The srv_reject c was cut for, or -1. */
+int srv_guard_cut(const struct srv_conn *c);
+int srv_guard_lingering(void);
+/* The record also carries what tls.c gave the connection at accept (its
+ * certificate set), for the handshake to find. */
+void srv_conn_set_tls(struct srv_conn *c, void *tls);
+void *srv_conn_tls(const struct srv_conn *c);
 
 /* ---- client.c: --healthcheck ------------------------------------------ */
 
@@ -120,6 +160,34 @@ int srv_http_queue_depth(void); /* admitted and not finished */
 int srv_http_healthcheck(const char *host, int port);
 /* The same over the Unix-domain socket at path (--unix-socket). */
 int srv_http_healthcheck_unix(const char *path);
+
+/* ---- tls.c: HTTPS (--tls-cert, --tls-key) ---------------------------- */
+
+struct MHD_OptionItem;
+
+/* The GnuTLS priority string of the server and of the health check: TLS
+ * 1.2 and 1.3, forward-secret AEAD suites only. */
+extern const char srv_tls_priorities[];
+/* 1 when the server is to speak HTTPS (srv_cfg.tls_cert is set). */
+int srv_tls_enabled(void);
+/* Check that libmicrohttpd has TLS, read --tls-cert and --tls-key and make
+ * them the certificate new connections get.  Returns 0, or -1 with a
+ * message naming the flag, the file and the reason in msg. */
+int srv_tls_start(char *msg, size_t cap);
+/* SIGHUP: read both files again.  Returns 0 (msg says which certificate
+ * new connections now get; open connections keep theirs), or -1 with the
+ * reason in msg and the certificate served unchanged. */
+int srv_tls_reload(char *msg, size_t cap);
+/* After the daemon has stopped: drop the current certificate. */
+void srv_tls_stop(void);
+/* The daemon options of HTTPS, MHD_OPTION_END-terminated, into items[3]. */
+void srv_tls_daemon_options(struct MHD_OptionItem *items);
+/* A connection accepted / closed (after its TLS session was freed), from
+ * mhd.c's notify-connection callback: the certificate set current at
+ * accept, held until close (a SIGHUP never frees one in use).  NULL when
+ * HTTPS is off. */
+void *srv_tls_conn_acquire(void);
+void srv_tls_conn_release(void *set);
 
 /* ---- unix.c: the Unix-domain socket (--unix-socket) ---------------- */
 

@@ -165,13 +165,18 @@ int srv_metrics_render(struct srv_buf *out)
                        "--max-queue).\n"
                        "# TYPE attnbias_queue_depth gauge\n"
                        "attnbias_queue_depth %d\n"
+                       "# HELP attnbias_lingering_connections Connections "
+                       "answered while their body still came, draining it "
+                       "before they close (limit --linger-max).\n"
+                       "# TYPE attnbias_lingering_connections gauge\n"
+                       "attnbias_lingering_connections %d\n"
                        "# HELP attnbias_memory_kept_bytes Freed large "
                        "blocks kept resident for the next large request "
                        "(returned after 10 s unused).\n"
                        "# TYPE attnbias_memory_kept_bytes gauge\n"
                        "attnbias_memory_kept_bytes %zu\n",
                        srv_http_inflight(), srv_http_queue_depth(),
-                       srv_mem_kept());
+                       srv_http_lingering(), srv_mem_kept());
   rc |= srv_buf_printf(out,
                        "# HELP attnbias_bytes_received_total Request body "
                        "bytes received.\n"

@@ -18,6 +18,8 @@
 
 #include <microhttpd.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,32 +27,25 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-/* A request refused with its headers (401, 404, 413, 503, ...) may have a
- * body on the way.  Most clients send the whole body before they read
- * anything (Python's http.client and urllib, requests, most HTTP clients
- * of other languages: all but those sending Expect: 100-continue), and a
- * connection closed on unread bytes is reset, so they would see a broken
- * pipe instead of the answer.  The body is therefore read and dropped,
- * never stored, and the answer sent at its end on a connection that stays
- * usable -- as long as the body, declared or counted so far, is at most
- * the cap plus one more cap (at least DISCARD_SLACK): a larger one is cut
- * at once, the client learning nothing more than before.  MHD queues
- * responses only before or after a body, so there is no answering half
- * way.  Clients that send Expect: 100-continue are answered at once: they
- * wait for it before sending the body. */
-#define DISCARD_SLACK ((unsigned long long)64 << 20)
-
-/* A body holds a --max-queue slot while it arrives, and libmicrohttpd's
- * timeout only closes a connection that sends nothing at all: one byte
- * every few seconds would hold the slot for ever, and --max-queue such
- * uploads would lock every client out.  So a body must also arrive at
- * this average rate once --timeout-s has passed (Apache's mod_reqtimeout
- * has the same idea): after t seconds it must have at least
- * (t - timeout) * MIN_UPLOAD_RATE bytes, else the connection is closed. */
-#define MIN_UPLOAD_RATE 65536.0 /* bytes per second */
+/* A request refused on its headers (401, 404, 413, 415, 503, ...) may
+ * have a body on the way.  It is answered at once, the answer says
+ * Connection: close, and the connection ends with a bounded lingering
+ * close (guard.c): what the client still sends is read and dropped, within
+ * --linger-s and --linger-mb, so that a client writing its whole body
+ * before it reads -- Python's http.client and urllib, requests, most HTTP
+ * clients: all but those sending Expect: 100-continue -- gets the answer
+ * instead of a reset, while nobody makes the server read a large refused
+ * body to its end.  A body declared at most this large is read and dropped
+ * instead, and answered at its end on a connection that stays open: it
+ * costs less than a new connection.  A chunked body that crosses the cap
+ * mid-way -- no length told in advance -- is read on for this much more:
+ * if it ends there, the 413 follows; else the connection is cut, since
+ * libmicrohttpd can answer only before or after a body. */
+#define SMALL_REFUSED_BODY ((unsigned long long)64 << 10)
 
 /* A binary attention body at least this large starts computing as soon as
  * its safetensors header is in: each piece runs once the bytes it reads
@@ -64,7 +59,7 @@
 
 enum stage {
   STAGE_BODY,    /* collecting the body */
-  STAGE_DISCARD, /* refused: dropping the body, answering at its end */
+  STAGE_DISCARD, /* refused: dropping a small body, answering at its end */
   STAGE_POOL,    /* suspended, the call is on the pool */
   STAGE_READY,   /* the response is in rq->call, to be queued */
   STAGE_SENT     /* a response has been queued */
@@ -73,6 +68,7 @@ enum stage {
 struct srv_req {
   struct srv_call call;
   struct MHD_Connection *conn;
+  struct srv_conn *guard; /* the connection's deadlines (guard.c) */
   _Atomic int refs;
   enum stage stage;
   int route;             /* index in the route table, -1: none */
@@ -80,7 +76,6 @@ struct srv_req {
                           * HTTP or the loop thread, whichever is first) */
   int close;             /* send Connection: close */
   int has_body;          /* a body follows the headers */
-  int may_discard;       /* a refusal may wait for the body's end */
   int counted;           /* already in the metrics (a reject) */
   int stream_whole;      /* MHD took a streamed answer's last bytes */
   int early_run;         /* computing while the body arrives: 1 started,
@@ -88,7 +83,8 @@ struct srv_req {
   int status;            /* status queued, 0: none */
   struct srv_err early;  /* headers of an early error (Allow, ...) */
   struct srv_buf body;
-  size_t discarded;
+  size_t discarded;      /* body bytes read and dropped (STAGE_DISCARD) */
+  size_t discard_max;    /* ... at most, else the connection is cut */
   size_t received;       /* body bytes read (the call may free the body) */
   unsigned long long length; /* Content-Length, 0: none (or chunked) */
   uint64_t t0_ns;
@@ -99,14 +95,15 @@ struct srv_req {
 
 static struct MHD_Daemon *g_daemon;
 static int g_port;
-static unsigned long long g_discard_max; /* see DISCARD_SLACK */
 static _Atomic int g_draining;
 static _Atomic int g_inflight; /* requests begun, not completed */
 static _Atomic int g_queue;    /* admitted, not finished */
 static size_t g_max_body;      /* bytes */
 
-int srv_http_inflight(void) { return atomic_load(&g_inflight); }
+static int adopted_open(void);
+int srv_http_inflight(void) { return atomic_load(&g_inflight) + adopted_open(); }
 int srv_http_queue_depth(void) { return atomic_load(&g_queue); }
+int srv_http_lingering(void) { return srv_guard_lingering(); }
 int srv_http_draining(void) { return atomic_load(&g_draining); }
 int srv_http_port(void) { return g_port; }
 
@@ -231,6 +228,28 @@ static void server_timing(const struct srv_req *rq, char *out, size_t cap)
              (long long)c->early_done, (long long)c->early_pieces);
 }
 
+/* MHD_get_connection_values callback: any Prefer header field asking for
+ * handling=strict sets the call's strict mode. */
+static enum MHD_Result prefer_field(void *cls, enum MHD_ValueKind kind,
+                                    const char *key, const char *value)
+{
+  (void)kind;
+  if (key && value && strcasecmp(key, "Prefer") == 0 &&
+      srv_prefer_strict(value))
+    *(int *)cls = 1;
+  return MHD_YES;
+}
+
+/* Request headers every POST call reads beside its body. */
+static void read_call_headers(struct srv_call *c, struct MHD_Connection *conn)
+{
+  c->content_type =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+  c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+  c->strict = 0;
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, prefer_field, &c->strict);
+}
+
 /* The headers every response of a call carries beside its body. */
 static void add_headers(struct srv_req *rq, struct MHD_Response *r)
 {
@@ -240,9 +259,19 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
   MHD_add_response_header(r, "Content-Type",
                           c->resp_type ? c->resp_type
                                        : "application/octet-stream");
-  /* Names made safe for a header value by srv_codec_ignored_add. */
+  /* Names made safe for a header value by srv_codec_ignore. */
   if (c->ignored.len)
     MHD_add_response_header(r, "X-Attnbias-Ignored", c->ignored.data);
+  if (c->strict)
+    MHD_add_response_header(r, "Preference-Applied", "handling=strict");
+  /* Config key names: printable ASCII by construction (the key table). */
+  if (c->cfg_used[0])
+    MHD_add_response_header(r, "X-Attnbias-Config-Used", c->cfg_used);
+  if (c->cfg_upstream[0])
+    MHD_add_response_header(r, "X-Attnbias-Config-Upstream",
+                            c->cfg_upstream);
+  if (c->cfg_layer[0])
+    MHD_add_response_header(r, "X-Attnbias-Config-Layer", c->cfg_layer);
   server_timing(rq, timing, sizeof timing);
   if (timing[0])
     MHD_add_response_header(r, "Server-Timing", timing);
@@ -314,14 +343,6 @@ static enum MHD_Result send_call(struct srv_req *rq, struct MHD_Connection *conn
 
 static void notice_peer_eof(struct MHD_Connection *conn);
 
-/* Past --timeout-s, a body arriving under MIN_UPLOAD_RATE on average. */
-static int upload_too_slow(const struct srv_req *rq)
-{
-  double t = (double)(srv_now_ns() - rq->t0_ns) * 1e-9 - srv_cfg.timeout_s;
-
-  return t > 0 && (double)rq->received < t * MIN_UPLOAD_RATE;
-}
-
 /* 1 when the client waits for "100 Continue" before sending its body. */
 static int expects_continue(struct MHD_Connection *conn)
 {
@@ -330,27 +351,43 @@ static int expects_continue(struct MHD_Connection *conn)
   return v && strcasecmp(v, "100-continue") == 0;
 }
 
-/* Answer instead of running the call: e becomes the body.  With
- * rq->close set the answer goes out at once and the connection closes
- * after it.  Otherwise it waits for MHD's next call: at once when no body
- * follows (a response queued with the headers would make MHD close the
- * connection, and a bodiless request need not lose its keep-alive
- * connection for a 404 or a 401), else at the end of the body, which is
- * read and dropped (see DISCARD_SLACK). */
+/* Read and drop the rest of the body -- at most SMALL_REFUSED_BODY more
+ * bytes, else the connection is cut -- and send the answer in rq->call at
+ * its end. */
+static enum MHD_Result discard_body(struct srv_req *rq,
+                                    struct MHD_Connection *conn)
+{
+  rq->stage = STAGE_DISCARD;
+  rq->discard_max = rq->discarded + SMALL_REFUSED_BODY;
+  notice_peer_eof(conn);
+  return MHD_YES;
+}
+
+/* Answer e instead of running the call (see SMALL_REFUSED_BODY).  Without
+ * a body the answer waits for MHD's next call, which comes at once: a
+ * response queued with the headers would make MHD close the connection,
+ * and a bodiless request need not lose its keep-alive connection for a
+ * 404 or a 401.  A small declared body is read and dropped first.  Any
+ * other body is not read: the answer goes out now, and the guard drains
+ * what follows it before the connection closes. */
 static enum MHD_Result send_error(struct srv_req *rq,
                                   struct MHD_Connection *conn,
                                   const struct srv_err *e)
 {
   rq->early = *e;
   srv_call_fail(&rq->call, e);
-  if (rq->has_body && !rq->may_discard)
-    rq->close = 1;
-  if (rq->close)
-    return send_call(rq, conn);
-  rq->stage = rq->has_body ? STAGE_DISCARD : STAGE_READY;
-  if (rq->has_body)
-    notice_peer_eof(conn);
-  return MHD_YES;
+  if (!rq->has_body) {
+    rq->stage = STAGE_READY;
+    return MHD_YES;
+  }
+  if (!rq->close && rq->length && rq->length <= SMALL_REFUSED_BODY &&
+      !expects_continue(conn)) {
+    srv_guard_body(rq->guard);
+    return discard_body(rq, conn);
+  }
+  rq->close = 1;
+  srv_guard_linger(rq->guard);
+  return send_call(rq, conn);
 }
 
 /* ---------------------------------------------------------------------
@@ -510,9 +547,18 @@ static int check_auth(struct MHD_Connection *conn, struct srv_err *err)
  * The access handler
  * --------------------------------------------------------------------- */
 
+/* The connection's record in guard.c (set by on_connection). */
+static struct srv_conn *conn_guard(struct MHD_Connection *conn)
+{
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+  return ci ? ci->socket_context : NULL;
+}
+
 /* First call for a request: the headers are in, no byte of the body has
- * been read.  Every refusal happens here, before the body is read (with
- * Connection: close when a body follows, else MHD would read it all). */
+ * been read.  Every refusal the headers decide happens here (see
+ * send_error for what becomes of a body that follows). */
 static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
                                   const char *method, void **con_cls)
 {
@@ -527,8 +573,10 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
     return MHD_NO;
   atomic_init(&rq->refs, 1);
   rq->conn = conn;
+  rq->guard = conn_guard(conn);
   rq->route = -1;
   rq->t0_ns = srv_now_ns();
+  srv_guard_busy(rq->guard); /* the headers are in */
   srv_strcpy(rq->method, sizeof rq->method, method);
   srv_strcpy(rq->path, sizeof rq->path, url);
   /* The path is unescaped (%0A is a newline): keep log lines whole. */
@@ -547,13 +595,14 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
     rq->route = srv_route_path_index(url);
 
   if (check_framing(conn, &err, &length, &has_body) != 0) {
-    rq->close = 1; /* where the body ends is unknown: nothing can follow */
+    /* Where the body ends is unknown: nothing can follow the answer. */
+    rq->close = 1;
+    rq->has_body = 1;
     srv_metrics_reject(SRV_REJECT_BAD_FRAMING);
     return send_error(rq, conn, &err);
   }
   rq->has_body = has_body;
   rq->length = length;
-  rq->may_discard = !expects_continue(conn) && length <= g_discard_max;
   if (!route)
     return send_error(rq, conn, &err);
   if (atomic_load(&g_draining) && strcmp(route->path, "/healthz") != 0) {
@@ -590,6 +639,13 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
                route->method, route->path);
     return send_error(rq, conn, &err);
   }
+  if ((route->flags & SRV_ROUTE_BODY) &&
+      srv_codec_check_media(
+          route, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                             "Content-Type"),
+          MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept"),
+          &err) != 0)
+    return send_error(rq, conn, &err); /* 415, 406 */
   if ((route->flags & SRV_ROUTE_BODY) && admit(rq) != 0) {
     srv_fail(&err, 503, NULL,
              "the work queue is full (%d requests admitted, --max-queue); "
@@ -607,8 +663,10 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
     return send_error(rq, conn, &err);
   }
   rq->stage = STAGE_BODY;
-  if (has_body)
+  if (has_body) {
+    srv_guard_body(rq->guard);
     notice_peer_eof(conn);
+  }
   return MHD_YES;
 }
 
@@ -750,9 +808,7 @@ static void try_early(struct srv_req *rq, struct MHD_Connection *conn)
   if (rq->body.len - 8 < hlen)
     return;
   rq->early_run = -1;
-  c->content_type =
-      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
-  c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+  read_call_headers(c, conn);
   /* The buffer holds the declared length (reserved with the headers), so
    * it never moves; the call must not free it (no body_buf). */
   c->body = rq->body.data;
@@ -790,9 +846,7 @@ static enum MHD_Result on_body_done(struct srv_req *rq,
   c->body = rq->body.data ? rq->body.data : "";
   c->body_len = rq->body.len;
   c->body_buf = rq->body.data ? &rq->body : NULL;
-  c->content_type =
-      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
-  c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+  read_call_headers(c, conn);
 
   if (srv_call_prepare(c) == 0) {
     int streaming;
@@ -834,25 +888,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
   switch (rq->stage) {
   case STAGE_BODY:
-    if (n == 0)
+    if (n == 0) {
+      srv_guard_busy(rq->guard);
       return rq->early_run == 1 ? on_early_body_done(rq, conn)
-                            : on_body_done(rq, conn);
+                                : on_body_done(rq, conn);
+    }
     *upload_size = 0;
+    srv_guard_body_bytes(rq->guard, n);
     if (srv_buf_append(&rq->body, upload, n) == 0) {
       rq->received += n;
       if (rq->early_run == 1)
         srv_work_gate_advance(&rq->call, rq->body.len);
       else if (rq->early_run == 0 && rq->length)
         try_early(rq, conn);
-      if (upload_too_slow(rq)) {
-        srv_log("%s %s: the body arrives too slowly (%llu bytes in %.1f s); "
-                "closing",
-                rq->method, rq->path, (unsigned long long)rq->received,
-                (double)(srv_now_ns() - rq->t0_ns) * 1e-9);
-        srv_metrics_reject(SRV_REJECT_SLOW_UPLOAD);
-        rq->counted = 1;
-        return MHD_NO;
-      }
       /* A complete Content-Length body needs no peek: MHD calls again
        * with 0 bytes at once. */
       if (rq->length == 0 || rq->body.len < rq->length)
@@ -865,25 +913,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
       return MHD_NO;
     }
     /* Only a chunked body can get here (a Content-Length over the cap was
-     * refused with the headers): drop the rest, answer at its end. */
+     * refused with the headers). */
     rq->discarded = rq->body.len + n;
     srv_buf_free(&rq->body);
-    rq->may_discard = 1; /* mid-body: MHD can answer only at its end */
     srv_metrics_reject(SRV_REJECT_BODY_TOO_LARGE);
     srv_fail(&err, 413, NULL,
              "the chunked body is larger than this server's "
              "--max-body-mb %g",
              srv_cfg.max_body_mb);
-    return send_error(rq, conn, &err);
+    rq->early = err;
+    srv_call_fail(&rq->call, &err);
+    return discard_body(rq, conn);
 
   case STAGE_DISCARD:
-    if (n == 0)
+    if (n == 0) {
+      srv_guard_busy(rq->guard);
       return send_call(rq, conn); /* the refusal, now the body is over */
+    }
     *upload_size = 0;
+    srv_guard_body_bytes(rq->guard, n);
     rq->discarded += n;
-    if (rq->discarded > g_discard_max) {
-      /* Not worth the reading: close, and count the refusal. */
-      rq->status = rq->call.status;
+    if (rq->discarded > rq->discard_max) {
+      /* A chunked body going on past the cap: no answer can be sent in
+       * its middle, so the connection is cut (the 413 was counted). */
+      srv_log("%s %s: the chunked body goes on past --max-body-mb %g; "
+              "connection cut",
+              rq->method, rq->path, srv_cfg.max_body_mb);
+      rq->counted = 1;
       return MHD_NO;
     }
     notice_peer_eof(conn);
@@ -909,12 +965,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   struct srv_req *rq = *con_cls;
   double secs;
   uint64_t in;
-  int cut_short;
+  int cut_short, cut;
 
   (void)cls;
   if (!rq)
     return;
   *con_cls = NULL;
+  cut = srv_guard_cut(rq->guard); /* counted by guard.c */
   secs = (double)(srv_now_ns() - rq->t0_ns) * 1e-9;
   in = rq->discarded ? rq->discarded : rq->received;
   /* A streamed answer counts once MHD took its last bytes: one cut short
@@ -926,7 +983,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   cut_short = rq->call.stream && !rq->stream_whole;
   if (rq->status && !cut_short)
     srv_metrics_request(rq->route, rq->status, secs, in, rq->bytes_out);
-  else if (!rq->counted)
+  else if (!rq->counted && cut < 0)
     srv_metrics_reject(atomic_load(&g_draining) ? SRV_REJECT_CUT
                                                 : SRV_REJECT_CLIENT_CLOSED);
   if (cut_short) {
@@ -938,7 +995,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
    * call that failed before its body ended has no stream any more). */
   if (!rq->call.stream && rq->early_run != 1)
     srv_metrics_kernel(rq->route, rq->call.kernel_seconds);
-  if (rq->status && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+  if (cut == SRV_REJECT_SLOW_UPLOAD)
+    srv_log("%s %s: the body arrives too slowly (%llu bytes in %.1f s: "
+            "under --body-min-rate-kb %g after --body-grace-s %g); "
+            "connection closed",
+            rq->method, rq->path, (unsigned long long)in, secs,
+            srv_cfg.body_min_rate_kb, srv_cfg.body_grace_s);
+  else if (rq->status && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
     srv_log("%s %s %d in=%llu out=%llu %.3fms", rq->method, rq->path,
             rq->status, (unsigned long long)in,
             (unsigned long long)rq->bytes_out, secs * 1e3);
@@ -955,8 +1018,36 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
    * stream would keep the idle keep-alive connection until --timeout-s. */
   if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
     notice_peer_eof(conn);
+  /* A kept-alive connection may idle --timeout-s (libmicrohttpd's own
+   * limit) before its next request; then the header deadline runs. */
+  srv_guard_headers_after(rq->guard, srv_cfg.timeout_s);
+  rq->guard = NULL; /* the connection may close before rq is freed */
   atomic_fetch_sub(&g_inflight, 1);
   req_release(rq);
+}
+
+/* libmicrohttpd accepted a connection, or is about to close its socket
+ * (its TLS session already freed): its record in guard.c (the socket
+ * context) follows it, carrying the certificate set tls.c gave it. */
+static void on_connection(void *cls, struct MHD_Connection *conn,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+  (void)cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct srv_conn *c = ci ? srv_guard_open(ci->connect_fd) : NULL;
+
+    /* Without a record the handshake finds no certificate and fails. */
+    srv_conn_set_tls(c, c ? srv_tls_conn_acquire() : NULL);
+    *socket_context = c;
+  } else {
+    srv_tls_conn_release(srv_conn_tls(*socket_context));
+    srv_conn_set_tls(*socket_context, NULL);
+    srv_guard_close(*socket_context);
+    *socket_context = NULL;
+  }
 }
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
@@ -965,6 +1056,12 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
   size_t n;
 
   (void)cls;
+  /* A connection refused at accept for --max-connections-per-ip has no
+   * callback of its own: this line of libmicrohttpd 0.9.75 is the only
+   * trace.  (Its global limit, the same words, is never reached here: in
+   * epoll mode it stops accepting at the limit instead.) */
+  if (strncmp(fmt, "Server reached connection limit", 31) == 0)
+    srv_metrics_reject(SRV_REJECT_PER_IP_LIMIT);
   vsnprintf(msg, sizeof msg, fmt, ap);
   n = strlen(msg);
   while (n && msg[n - 1] == '\n')
@@ -988,6 +1085,7 @@ int srv_http_start(void)
                                    {MHD_OPTION_END, 0, NULL}};
   struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL},
                                     {MHD_OPTION_END, 0, NULL}};
+  struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}};
   int rc, lfd = -1;
 
   memset(&hints, 0, sizeof hints);
@@ -1019,10 +1117,6 @@ int srv_http_start(void)
                    : (size_t)(srv_cfg.max_body_mb * 1048576.0);
   if (g_max_body == 0)
     g_max_body = 1; /* a srv_buf ceiling of 0 would mean none */
-  g_discard_max = (unsigned long long)g_max_body +
-                  ((unsigned long long)g_max_body > DISCARD_SLACK
-                       ? (unsigned long long)g_max_body
-                       : DISCARD_SLACK);
   /* MHD counts whole seconds; round up so that 0.5 does not mean "never". */
   timeout = (unsigned)srv_cfg.timeout_s;
   if ((double)timeout < srv_cfg.timeout_s)
@@ -1040,25 +1134,45 @@ int srv_http_start(void)
   else
     where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
 
+  /* HTTPS: libmicrohttpd's own TLS, the certificate from http/tls.c. */
+  if (srv_tls_enabled()) {
+    flags |= MHD_USE_TLS;
+    srv_tls_daemon_options(tls);
+  }
+
   /* A pool of one polling thread is no pool: MHD warns if asked for it. */
   if (threads > 1)
     pool[0] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE,
                                       (intptr_t)threads, NULL};
 
+  if (srv_guard_start() != 0) {
+    if (ai)
+      freeaddrinfo(ai);
+    if (lfd >= 0) {
+      close(lfd);
+      srv_unix_remove();
+    }
+    return -1;
+  }
   g_daemon = MHD_start_daemon(
       flags, (uint16_t)srv_cfg.port, NULL, NULL, on_request, NULL,
       /* First, so that MHD's messages about the other options use it. */
       MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
       MHD_OPTION_ARRAY, where,
       MHD_OPTION_ARRAY, pool,
+      MHD_OPTION_ARRAY, tls,
       MHD_OPTION_CONNECTION_TIMEOUT, timeout,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv_cfg.max_connections,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, SRV_MHD_CONN_MEMORY,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned)srv_cfg.max_connections_per_ip,
       MHD_OPTION_END);
   if (ai)
     freeaddrinfo(ai);
   if (!g_daemon) {
+    srv_guard_stop();
     if (lfd >= 0) {
       srv_log("cannot serve on --unix-socket %s", srv_cfg.unix_socket);
       close(lfd);
@@ -1078,9 +1192,71 @@ int srv_http_start(void)
   g_port = info ? info->port : srv_cfg.port;
   snprintf(shown, sizeof shown, strchr(srv_cfg.host, ':') ? "[%s]" : "%s",
            srv_cfg.host);
-  printf("%s listening on http://%s:%d\n", SRV_NAME, shown, g_port);
+  printf("%s listening on %s://%s:%d\n", SRV_NAME,
+         srv_tls_enabled() ? "https" : "http", shown, g_port);
   fflush(stdout);
   return 0;
+}
+
+/* Connections the kernel had completed but MHD had not yet accepted when
+ * it stopped listening.  Closing the socket would reset them, and a client
+ * that has sent its request on one (a load balancer's new connection to
+ * this replica) could not tell whether it was received: a large body
+ * cannot be resent.  So they are handed to MHD, and answered as every new
+ * request during the drain is (503, Connection: close).  What arrives
+ * between the last accept and the close is refused by the kernel.
+ *
+ * MHD takes them in on its own threads a moment later, so until MHD closes
+ * one (after its answer) it counts as a request in flight: the drain would
+ * otherwise end before their requests begin, and close them unanswered.
+ * Each is known by its descriptor and socket inode (a descriptor number
+ * may be reused once MHD has closed it). */
+#define ADOPTED_MAX 256
+static struct {
+  int fd;
+  ino_t ino;
+} g_adopted[ADOPTED_MAX];
+static _Atomic int g_nadopted; /* entries of g_adopted, set once */
+
+static int adopted_open(void)
+{
+  int i, n = atomic_load(&g_nadopted), open = 0;
+  struct stat st;
+
+  for (i = 0; i < n; i++)
+    if (fstat(g_adopted[i].fd, &st) == 0 && st.st_ino == g_adopted[i].ino)
+      open++;
+  return open;
+}
+
+static void adopt_backlog(MHD_socket fd)
+{
+  int fl = fcntl(fd, F_GETFL), n = 0;
+
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+    return;
+  for (;;) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    struct stat st;
+    int c = accept4(fd, (struct sockaddr *)&ss, &len,
+                    SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+    if (c < 0 && errno == EINTR)
+      continue;
+    if (c < 0)
+      break; /* EAGAIN: the queue is empty */
+    if (n < ADOPTED_MAX && fstat(c, &st) == 0) {
+      g_adopted[n].fd = c;
+      g_adopted[n++].ino = st.st_ino;
+    }
+    /* On failure MHD closes the socket itself. */
+    MHD_add_connection(g_daemon, c, (struct sockaddr *)&ss, len);
+  }
+  atomic_store(&g_nadopted, n);
+  if (n)
+    srv_log("drain: %d connection(s) queued in the kernel taken in, to be "
+            "answered", n);
 }
 
 void srv_http_drain(void)
@@ -1092,8 +1268,10 @@ void srv_http_drain(void)
   /* Stop accepting: the listening socket is ours to close after quiesce;
    * new connections are then refused by the kernel. */
   fd = MHD_quiesce_daemon(g_daemon);
-  if (fd != MHD_INVALID_SOCKET)
+  if (fd != MHD_INVALID_SOCKET) {
+    adopt_backlog(fd);
     close(fd);
+  }
   /* A Unix socket's path goes with it: new clients get ENOENT at once. */
   srv_unix_remove();
 }
@@ -1106,5 +1284,6 @@ void srv_http_stop(void)
    * pool resumes every connection it holds before it stops. */
   MHD_stop_daemon(g_daemon);
   g_daemon = NULL;
+  srv_guard_stop(); /* what still lingers is closed */
   srv_unix_remove();
 }

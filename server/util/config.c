@@ -15,6 +15,9 @@
 
 struct srv_config srv_cfg;
 
+/* --linger-mb is at least the body cap plus this many MiB. */
+#define LINGER_OVER_CAP_MB 8
+
 enum opt_type {
   OPT_STR,
   OPT_PATH,
@@ -22,6 +25,7 @@ enum opt_type {
   OPT_INT,
   OPT_NUM,
   OPT_KEYFILE,
+  OPT_FILE,
   OPT_ACTION
 };
 
@@ -64,10 +68,43 @@ static const struct opt g_opts[] = {
      "idle connection timeout in seconds (default 30)"},
     {"max-connections", OPT_INT, OFF(max_connections), 1, 1000000, 0,
      "open connections; more wait in the accept queue (default 1024)"},
+    {"max-connections-per-ip", OPT_INT, OFF(max_connections_per_ip), 1,
+     1000000, 0,
+     "connections one client address may hold; more are closed at accept "
+     "(default 512; not applied on --unix-socket)"},
+    {"header-timeout-s", OPT_NUM, OFF(header_timeout_s), 0, 86400, 1,
+     "a request's headers must be complete this long after the connection "
+     "opened (after --timeout-s of idling on a kept-alive one), else it is "
+     "closed (default 10)"},
+    {"body-grace-s", OPT_NUM, OFF(body_grace_s), 0, 86400, 0,
+     "after this long a request body must keep --body-min-rate-kb on "
+     "average, else its connection is closed (default 10)"},
+    {"body-min-rate-kb", OPT_NUM, OFF(body_min_rate_kb), 0, 1048576, 1,
+     "the minimum average rate of a request body after --body-grace-s, "
+     "KiB/s (default 64)"},
+    {"linger-s", OPT_NUM, OFF(linger_s), 0, 3600, 1,
+     "a connection answered while its body still comes reads and drops "
+     "the rest for at most this long before it closes (default 5)"},
+    {"linger-mb", OPT_NUM, OFF(linger_mb), 0, 1048576 + 8, 1,
+     "lingering reads and drops at most this many MiB; at least "
+     "--max-body-mb + 8 (default --max-body-mb + 8)"},
+    {"linger-max", OPT_INT, OFF(linger_max), 1, 1000000, 0,
+     "connections lingering at a time; one more ends the oldest's "
+     "(default 128)"},
     {"drain-s", OPT_NUM, OFF(drain_s), 0, 86400, 0,
      "on SIGTERM/SIGINT, seconds to finish open requests (default 30)"},
     {"api-key-file", OPT_KEYFILE, OFF(api_key), 0, 0, 0,
      "file whose first line is the API key (default: no key)"},
+    /* HTTPS: the files are read by http/tls.c (at start, again on SIGHUP)
+     * and by the health check's client. */
+    {"tls-cert", OPT_FILE, OFF(tls_cert), 0, 0, 0,
+     "serve HTTPS with this PEM certificate (chain); needs --tls-key; "
+     "reread on SIGHUP"},
+    {"tls-key", OPT_FILE, OFF(tls_key), 0, 0, 0,
+     "the PEM private key of --tls-cert"},
+    {"tls-ca", OPT_FILE, OFF(tls_ca), 0, 0, 0,
+     "PEM CA(s) --healthcheck verifies the HTTPS server with (default: "
+     "--tls-cert itself)"},
     {"healthcheck", OPT_ACTION, SRV_ACTION_HEALTHCHECK, 0, 0, 0,
      "GET /healthz on --host/--port (or --unix-socket); exit 0 if 200, "
      "else 1"},
@@ -269,6 +306,13 @@ static int set_value(struct srv_config *cfg, const struct opt *o,
     return 0;
   case OPT_KEYFILE:
     return read_key_file(val, field, sizeof cfg->api_key, msg, msgcap, src);
+  case OPT_FILE:
+    /* Read later (and again on SIGHUP): here only its length is known. */
+    if (!*val || strlen(val) >= sizeof cfg->tls_cert)
+      return failf(msg, msgcap, "%s: '%s' is not a file path of 1 to %zu "
+                   "bytes", src, val, sizeof cfg->tls_cert - 1);
+    strcpy(field, val);
+    return 0;
   case OPT_ACTION:
     break;
   }
@@ -290,6 +334,13 @@ static void defaults(struct srv_config *cfg)
   cfg->max_connections = 1024;
   cfg->drain_s = 30;
   cfg->unix_socket_mode = -1; /* the umask decides */
+  cfg->max_connections_per_ip = 512;
+  cfg->header_timeout_s = 10;
+  cfg->body_grace_s = 10;
+  cfg->body_min_rate_kb = 64;
+  cfg->linger_s = 5;
+  cfg->linger_mb = 0; /* resolved after parsing: max_body_mb + 8 */
+  cfg->linger_max = 128;
 }
 
 int srv_config_load(struct srv_config *cfg, int argc, char **argv,
@@ -359,6 +410,35 @@ int srv_config_load(struct srv_config *cfg, int argc, char **argv,
                  "--unix-socket-mode (ATTNBIAS_UNIX_SOCKET_MODE) %o is set "
                  "but there is no --unix-socket to apply it to",
                  (unsigned)cfg->unix_socket_mode);
+  /* (--healthcheck needs no key: it only trusts the certificate.) */
+  if (!cfg->tls_cert[0] != !cfg->tls_key[0] &&
+      (*action == SRV_ACTION_RUN || !cfg->tls_cert[0]))
+    return failf(msg, msgcap,
+                 "%s is set but %s is not: HTTPS needs both the certificate "
+                 "and its private key",
+                 cfg->tls_cert[0] ? "--tls-cert (ATTNBIAS_TLS_CERT)"
+                                  : "--tls-key (ATTNBIAS_TLS_KEY)",
+                 cfg->tls_cert[0] ? "--tls-key" : "--tls-cert");
+  /* A server run has no use for a CA: it is there for --healthcheck (which
+   * may run without the server's files), so on its own it is a mistake. */
+  if (cfg->tls_ca[0] && !cfg->tls_cert[0] && *action == SRV_ACTION_RUN)
+    return failf(msg, msgcap,
+                 "--tls-ca (ATTNBIAS_TLS_CA) '%s' is set but there is no "
+                 "--tls-cert: the CA is for --healthcheck against an HTTPS "
+                 "server",
+                 cfg->tls_ca);
+  /* A client that sends a whole refused body before it reads gets the
+   * answer if lingering reads that body: any body within the cap, and one
+   * over it by up to 8 MiB. */
+  if (cfg->linger_mb == 0)
+    cfg->linger_mb = cfg->max_body_mb + LINGER_OVER_CAP_MB;
+  else if (cfg->linger_mb < cfg->max_body_mb + LINGER_OVER_CAP_MB)
+    return failf(msg, msgcap,
+                 "--linger-mb (ATTNBIAS_LINGER_MB) %g is less than "
+                 "--max-body-mb %g + %d: a client sending a refused body "
+                 "within the cap before it reads would get a reset instead "
+                 "of the answer",
+                 cfg->linger_mb, cfg->max_body_mb, LINGER_OVER_CAP_MB);
   if (cfg->threads == 0)
     cfg->threads = srv_config_cpus();
   if (cfg->threads > 1024)
@@ -386,6 +466,6 @@ void srv_config_usage(FILE *out)
     char left[40];
     snprintf(left, sizeof left, "--%s%s", g_opts[i].name,
              g_opts[i].type == OPT_ACTION ? "" : " V");
-    fprintf(out, "  %-22s %s\n", left, g_opts[i].help);
+    fprintf(out, "  %-26s %s\n", left, g_opts[i].help);
   }
 }

@@ -1,7 +1,8 @@
 /* fuzz-params.c: one route's parameters from arbitrary JSON -- the codec's
- * decoding, the handler's prepare (the parameter tables, the route's own
- * checks, the budgets), then the run, finish and encoding of whatever
- * prepare accepted.  Built once per body route of routes.def: the Makefile
+ * decoding, the model config step ("model", "config", "layer"), the
+ * handler's prepare (the parameter tables, the route's own checks, the
+ * budgets), then the run, finish and encoding of whatever prepare
+ * accepted.  Built once per body route of routes.def: the Makefile
  * compiles it with FUZZ_ROUTE set to the route's name ("rope") into
  * fuzz-params-<route>; the corpora start from the requests the README and
  * the HTTP tests send.
@@ -69,8 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   c.accept = acc;
   c.body = p < end ? (const char *)p : NULL;
   c.body_len = (size_t)(end - p);
-  if (srv_codec_decode_request(&c, &err) == 0 &&
-      route->prepare(&c, &err) == 0 && fuzz_call_run(&c, &err) == 0)
+  if (fuzz_call_prepare(&c, &err) == 0 && fuzz_call_run(&c, &err) == 0)
     fuzz_check_answer(&c);
   else
     fuzz_check_error(&err);

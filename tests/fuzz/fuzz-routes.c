@@ -1,6 +1,6 @@
 /* fuzz-routes.c: the helpers of fuzz.h that reach the handlers -- the body
  * routes taken from routes.def (so their flags are the server's) and a
- * call run the way http/call.c runs it, without the pool. */
+ * call prepared and run the way http/call.c does it, without the pool. */
 #include "fuzz.h"
 
 #include <string.h>
@@ -46,6 +46,18 @@ void fuzz_budgets(void)
 {
   srv_cfg.max_output_mb = FUZZ_BUDGET_MB;
   srv_cfg.max_gflop = FUZZ_BUDGET_GFLOP;
+}
+
+int fuzz_call_prepare(struct srv_call *c, struct srv_err *err)
+{
+  if (srv_codec_decode_request(c, err) != 0 ||
+      srv_config_apply(c, err) != 0)
+    return -1;
+  if (c->route->prepare(c, err) != 0) {
+    srv_config_blame(c, err);
+    return -1;
+  }
+  return 0;
 }
 
 int fuzz_call_run(struct srv_call *c, struct srv_err *err)

@@ -135,8 +135,7 @@ static char *serve(const struct srv_route *route, const char *body,
   call_begin(&c, route, body, len);
   c.body_avail = avail;
   memset(&err, 0, sizeof err);
-  if (srv_codec_decode_request(&c, &err) == 0 &&
-      route->prepare(&c, &err) == 0 && (!avail || c.njobs == 1)) {
+  if (fuzz_call_prepare(&c, &err) == 0 && (!avail || c.njobs == 1)) {
     if (avail) {
       /* The rest arrives; the server's gate would run each piece once
        * the bytes it reads are in. */

@@ -37,7 +37,8 @@ its default.  Raise run.Skip("why") (import run) only when something outside
 the project is missing; a skip is printed but counts as neither passed nor
 failed.
 
-A Server has: .url ("http://127.0.0.1:PORT", also .base_url), .host, .port,
+A Server has: .url ("http://127.0.0.1:PORT", also .base_url; https:// for a
+server started with --tls-cert, whose requests use .ssl_context), .host, .port,
 .binary, .api_key, .proc (subprocess.Popen), and
   request(method, path, body=None, json=None, headers=None, timeout=30)
       -> Response(.status, .headers (lower-case names), .body (bytes),
@@ -105,7 +106,7 @@ class Response:
                                         self.body[:200])
 
 
-_LISTEN_RE = re.compile(r"listening on (?:http://(\[[^\]]+\]|[^:/\s]+):(\d+)|unix:(\S+))")
+_LISTEN_RE = re.compile(r"listening on (?:(https?)://(\[[^\]]+\]|[^:/\s]+):(\d+)|unix:(\S+))")
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -138,13 +139,19 @@ class Server:
                 f.write(api_key + "\n")
             args += ["--api-key-file", self._keyfile]
         self.unix = None
+        self.scheme = "http"
+        # For an HTTPS server (--tls-cert): the ssl.SSLContext request()
+        # verifies it with, set by the test that made its certificate.
+        self.ssl_context = None
         if "--unix-socket" not in args:
             args = ["--host", "127.0.0.1", "--port", "0"] + args
         # Under valgrind the server runs ~50x slower, its own clock does
-        # not: its default --timeout-s (and the upload rate rule after it)
-        # would cut uploads that only valgrind made slow.
-        if VALGRIND and not any(a.startswith("--timeout-s") for a in args):
-            args = args + ["--timeout-s", "%g" % (30 * SLOW)]
+        # not: its default deadlines (idle, headers, the body rate rule,
+        # lingering) would cut what only valgrind made slow.
+        for flag, default in (("--timeout-s", 30), ("--header-timeout-s", 10),
+                              ("--body-grace-s", 10), ("--linger-s", 5)):
+            if VALGRIND and not any(a.startswith(flag) for a in args):
+                args = args + [flag, "%g" % (default * SLOW)]
         self.args = args
         full_env = dict(os.environ)
         full_env.update(env or {})
@@ -170,7 +177,7 @@ class Server:
         if self.unix:
             self.url = self.base_url = "http://localhost"
         else:
-            self.url = self.base_url = "http://%s:%d" % (self.host, self.port)
+            self.url = self.base_url = "%s://%s:%d" % (self.scheme, self.host, self.port)
 
     def _read_port(self, timeout):
         deadline = time.monotonic() + timeout
@@ -184,11 +191,12 @@ class Server:
                     break
                 buf += chunk
                 m = _LISTEN_RE.search(buf.decode("utf-8", "replace"))
-                if m and m.group(3):
-                    self.unix = m.group(3)
+                if m and m.group(4):
+                    self.unix = m.group(4)
                     return "localhost", None
                 if m:
-                    return m.group(1).strip("[]"), int(m.group(2))
+                    self.scheme = m.group(1)
+                    return m.group(2).strip("[]"), int(m.group(3))
             elif self.proc.poll() is not None:
                 break
         raise RuntimeError("server did not print its port (exit %r): %s\n%s"
@@ -212,6 +220,9 @@ class Server:
             body = body.encode()
         if self.unix:
             conn = UnixHTTPConnection(self.unix, timeout * SLOW)
+        elif self.scheme == "https":
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout * SLOW,
+                                               context=self.ssl_context)
         else:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout * SLOW)
         try:
@@ -307,7 +318,7 @@ PROBLEM_TYPE = re.compile(r"^https://attnbias\.dev/errors/[a-z0-9-]+$")
 
 
 def check_problem(r, statuses=(400,), field=None, field_prefix=None):
-    """r is an RFC 9457 problem of API.md with a status in `statuses` (one
+    """r is a problem+json (docs/http.md#errors) with a status in `statuses` (one
     status or several); `field` must equal, or start with `field_prefix`,
     when given.  Returns the problem."""
     if isinstance(statuses, int):

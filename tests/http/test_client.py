@@ -1,9 +1,12 @@
 """test_client.py: the Python client end to end, notebook style.
 
-Each test calls the server through api/python/attnbias_client.py the way a
-notebook would, and compares the result with a float64 numpy reference
-written here from the formulas of spec/methods.md (never with the server's
-own output), at the tolerances of spec/README.md.  It also checks that the
+Each test calls the server through api/python/attnbias_client.py (the
+former single-file client, now a shim over the attnbias package, imported
+from the source tree) the way a notebook would, and compares the result
+with the float64 numpy references of api/python/tests/reference.py
+(written from the formulas of docs/methods.md, never from the server's
+output), at docs/methods.md's tolerances.  The package installed in a
+virtualenv runs its own tests too (test_python_package.py).  It also checks that the
 JSON and the safetensors transports give bit-identical results, that
 float16/float64 inputs and outputs keep their dtype, and that errors raise
 AttnbiasError naming the field.
@@ -13,7 +16,6 @@ Tests follow tests/http/run.py's convention (each takes the shared
     /usr/bin/python3 tests/http/run.py tests/http/test_client.py
 """
 
-import math
 import os
 import sys
 
@@ -22,19 +24,13 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "api", "python"))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "api", "python", "tests"))
 
 from attnbias_client import AttnbiasError, Client  # noqa: E402
 
-RTOL, ATOL = 1e-5, 1e-6
-
-
-def close(got, want, rtol=RTOL, atol=ATOL, what=""):
-    """assert_allclose that treats equal infinities as equal."""
-    got = np.asarray(got, dtype=np.float64)
-    want = np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape, "%s: shape %s, want %s" % (what, got.shape, want.shape)
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=what)
+from reference import (close, example12, ref_alibi, ref_attention,  # noqa: E402
+                       ref_inv_freq, ref_rope_apply, ref_sinusoidal, ref_t5_bucket,
+                       ref_yarn_inv_freq)
 
 
 class StrictClient(Client):
@@ -51,199 +47,6 @@ class StrictClient(Client):
 def _client(server, **kw):
     """A client for run.py's Server."""
     return StrictClient(server.url, api_key=server.api_key, **kw)
-
-
-# ===========================================================================
-# float64 references (spec/methods.md)
-# ===========================================================================
-
-def ref_sinusoidal(pos, dim, base=10000.0, layout="interleaved"):
-    """methods.md 1: the three sinusoidal layouts."""
-    pos = np.asarray(pos, dtype=np.float64)[:, None]
-    if layout == "tensor2tensor":
-        half = dim // 2
-        freq = np.exp(-np.arange(half) * math.log(base) / (half - 1))
-        ang = pos * freq
-        out = np.concatenate([np.sin(ang), np.cos(ang)], axis=1)
-        if dim % 2:
-            out = np.concatenate([out, np.zeros((len(out), 1))], axis=1)
-        return out
-    freq = base ** (-np.arange(0, dim, 2) / dim)
-    ang = pos * freq
-    if layout == "concat":
-        return np.concatenate([np.sin(ang), np.cos(ang)], axis=1)
-    out = np.empty((len(pos), dim))
-    out[:, 0::2] = np.sin(ang)
-    out[:, 1::2] = np.cos(ang)
-    return out
-
-
-def ref_inv_freq(rot, theta=10000.0):
-    return theta ** (-np.arange(0, rot, 2) / rot)
-
-
-def ref_yarn_inv_freq(rot, theta, factor, orig, beta_fast=32, beta_slow=1,
-                      truncate=True):
-    """HF _compute_yarn_parameters, in float64; returns (inv_freq, attention_factor)."""
-    def corr_dim(rotations):
-        return (rot * math.log(orig / (rotations * 2 * math.pi))) / (2 * math.log(theta))
-    low, high = corr_dim(beta_fast), corr_dim(beta_slow)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, rot - 1)
-    if low == high:
-        high += 0.001
-    ramp = np.clip((np.arange(rot // 2) - low) / (high - low), 0, 1)
-    extra = 1 - ramp
-    pos_freqs = theta ** (np.arange(0, rot, 2) / rot)
-    inv = (1 / (factor * pos_freqs)) * (1 - extra) + (1 / pos_freqs) * extra
-    return inv, 0.1 * math.log(factor) + 1.0
-
-
-def ref_rope_apply(x, pos, inv_freq, interleaved=False, scaling=1.0):
-    """Rotate the last axis of x [..., n, d]; pos [n]; dims past 2*len(inv_freq) pass."""
-    x = np.asarray(x, dtype=np.float64)
-    r = 2 * len(inv_freq)
-    ang = np.asarray(pos, dtype=np.float64)[:, None] * inv_freq[None, :]
-    c, s = np.cos(ang) * scaling, np.sin(ang) * scaling
-    out = x.copy()
-    if interleaved:
-        a, b = x[..., 0:r:2], x[..., 1:r:2]
-        out[..., 0:r:2] = a * c - b * s
-        out[..., 1:r:2] = b * c + a * s
-    else:
-        a, b = x[..., : r // 2], x[..., r // 2: r]
-        out[..., : r // 2] = a * c - b * s
-        out[..., r // 2: r] = b * c + a * s
-    return out
-
-
-def ref_alibi_slopes(n, max_bias=8.0):
-    """ggml form (methods.md 4.1)."""
-    n_log2 = 2 ** int(math.floor(math.log2(n)))
-    m0 = 2.0 ** (-max_bias / n_log2)
-    m1 = 2.0 ** (-(max_bias / 2) / n_log2)
-    return np.array([m0 ** (h + 1) if h < n_log2 else m1 ** (2 * (h - n_log2) + 1)
-                     for h in range(n)])
-
-
-def ref_positions(q_len, k_len, q_offset=None):
-    if q_offset is None:
-        q_offset = k_len - q_len
-    return q_offset + np.arange(q_len), np.arange(k_len)
-
-
-def ref_alibi(n, q_len, k_len, causal=False, q_offset=None, max_bias=8.0):
-    pq, pk = ref_positions(q_len, k_len, q_offset)
-    dist = np.abs(pq[:, None] - pk[None, :]).astype(np.float64)
-    out = -ref_alibi_slopes(n, max_bias)[:, None, None] * dist[None]
-    if causal:
-        out = np.where(pk[None, None, :] > pq[None, :, None], -np.inf, out)
-    return out
-
-
-def ref_t5_bucket(rel, num_buckets=32, bidirectional=True, max_distance=128):
-    """HF T5Attention._relative_position_bucket, with HF's float32 log step."""
-    rel = np.asarray(rel, dtype=np.int64)
-    ret = np.zeros_like(rel)
-    if bidirectional:
-        num_buckets //= 2
-        ret += (rel > 0).astype(np.int64) * num_buckets
-        n = np.abs(rel)
-    else:
-        n = np.maximum(-rel, 0)
-    max_exact = num_buckets // 2
-    is_small = n < max_exact
-    nf = np.maximum(n, 1).astype(np.float32)
-    large = (np.log(nf / np.float32(max_exact)) / np.float32(math.log(max_distance / max_exact))
-             * np.float32(num_buckets - max_exact)).astype(np.int64) + max_exact
-    large = np.minimum(large, num_buckets - 1)
-    return ret + np.where(is_small, n, large)
-
-
-def ref_attention(q, k, v, scale=None, causal=False, q_offset=None, bias=None,
-                  kv_lens=None, window=None, softcap=0.0):
-    """bhsd float64 attention: returns (output, lse, weights)."""
-    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
-    B, H, Nq, D = q.shape
-    Hkv, Nk = k.shape[1], k.shape[2]
-    rep = H // Hkv
-    k = np.repeat(k, rep, axis=1)
-    v = np.repeat(v, rep, axis=1)
-    s = (1 / math.sqrt(D) if scale is None else scale) * (q @ np.swapaxes(k, -1, -2))
-    if softcap:
-        s = softcap * np.tanh(s / softcap)
-    if bias is not None:
-        s = s + bias
-    pq, pk = ref_positions(Nq, Nk, q_offset)
-    mask = np.zeros((B, 1, Nq, Nk), dtype=bool)
-    if causal:
-        mask |= pk[None, None, None, :] > pq[None, None, :, None]
-    if window is not None:
-        left, right = window
-        if left >= 0:
-            mask |= pk[None, None, None, :] < pq[None, None, :, None] - left
-        if right >= 0:
-            mask |= pk[None, None, None, :] > pq[None, None, :, None] + right
-    if kv_lens is not None:
-        mask |= pk[None, None, None, :] >= np.asarray(kv_lens)[:, None, None, None]
-    s = np.where(mask, -np.inf, s)
-    m = np.max(s, axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    e = np.exp(s - m)
-    tot = e.sum(axis=-1, keepdims=True)
-    w = np.where(tot > 0, e / np.where(tot > 0, tot, 1), 0.0)
-    with np.errstate(divide="ignore"):
-        lse = np.where(tot[..., 0] > 0, np.log(tot[..., 0]) + m[..., 0], -np.inf)
-    return w @ v, lse, w
-
-
-# The worked examples pin the references themselves to the spec's numbers,
-# so that a wrong reference cannot agree with a wrong server.
-def test_references_match_worked_examples():
-    close(ref_sinusoidal([1], 8)[0, :4], [0.841471, 0.5403023, 0.09983342, 0.9950042], 1e-6)
-    close(ref_sinusoidal([3], 8, layout="tensor2tensor")[0, :2], [0.14112, 0.1387981], 1e-6)
-    close(ref_sinusoidal([5], 7, layout="tensor2tensor")[0],
-          [-0.9589243, 0.04997917, 0.0005, 0.2836622, 0.9987503, 0.9999999, 0], 1e-6)
-    x = np.arange(1, 9, dtype=np.float64)[None]
-    close(ref_rope_apply(x, [1], ref_inv_freq(8))[0],
-          [-3.667053, 1.391008, 2.929851, 3.991998, 3.542983, 6.169692, 7.02965, 8.003996], 1e-6)
-    close(ref_rope_apply(x, [1], ref_inv_freq(8), interleaved=True)[0],
-          [-1.14264, 1.922076, 2.585679, 4.279517, 4.939751, 6.049699, 6.991997, 8.006996], 1e-6)
-    inv, att = ref_yarn_inv_freq(16, 10000, 4, 64)
-    close(inv, [1, 0.2371708, 0.05, 0.007905694, 0.0025, 0.0007905694, 0.00025, 7.905694e-05], 1e-6)
-    close(att, 1.138629, 1e-6)
-    close(ref_alibi_slopes(12)[8:], [0.7071068, 0.3535534, 0.1767767, 0.08838835], 1e-6)
-    close(ref_alibi_slopes(6, 16), [0.0625, 0.00390625, 0.0002441406, 1.525879e-05, 0.25, 0.015625], 1e-6)
-    rel = [-200, -128, -127, -64, -32, -20, -16, -9, -8, -7, -1, 0, 1, 2, 7, 8, 9, 15, 16, 20, 32, 64, 127, 128, 200]
-    assert ref_t5_bucket(rel).tolist() == [15, 15, 15, 14, 12, 10, 10, 8, 8, 7, 1, 0, 17, 18, 23,
-                                           24, 24, 25, 26, 26, 28, 30, 31, 31, 31]
-    assert ref_t5_bucket(rel, bidirectional=False).tolist() == [31, 31, 31, 26, 21, 17, 16, 9, 8, 7, 1] + [0] * 14
-    q, k, v = _example12()
-    out, _, w = ref_attention(q, k, v, causal=True)
-    close(out[0, 0], [[-0.9185333, -0.3185333, 0.2814667, 0.8814667],
-                      [-0.8313056, -0.2313056, 0.3686944, 0.3764344],
-                      [-0.7225117, -0.1225117, 0.4774883, 0.07366314]], 1e-6)
-    close(w[0, 0, 0], [0.5926666, 0.4073334, 0, 0], 1e-6)
-    # 12c causal + ALiBi, 12d softcap 0.5, 12e window [1, 0]: head 0 weights.
-    _, _, w = ref_attention(q, k, v, causal=True, bias=ref_alibi(2, 3, 4)[None])
-    close(w[0, 0, 2], [0.2846238, 0.2263317, 0.2216652, 0.2673793], 1e-6)
-    _, _, w = ref_attention(q, k, v, causal=True, softcap=0.5)
-    close(w[0, 0, 1], [0.4197228, 0.3067293, 0.2735479, 0], 1e-6)
-    out, _, w = ref_attention(q, k, v, window=(1, 0))
-    close(w[0, 0, 1], [0, 0.5312094, 0.4687906, 0], 1e-6)
-    close(out[0, 1, 2], [-0.5144808, 0.08551918, 0.6855192, -0.9144808], 1e-6)
-
-
-def _example12():
-    """worked-examples.md 12: q (1,3,2,4), k, v (1,4,1,4) in bshd, returned as bhsd."""
-    q = ((np.arange(24) % 7) - 3) / 4
-    k = ((np.arange(16) % 5) - 2) / 3
-    v = (((3 * np.arange(16)) % 11) - 5) / 5
-    q = q.reshape(1, 3, 2, 4).transpose(0, 2, 1, 3)
-    k = k.reshape(1, 4, 1, 4).transpose(0, 2, 1, 3)
-    v = v.reshape(1, 4, 1, 4).transpose(0, 2, 1, 3)
-    return q, k, v
 
 
 # ===========================================================================
@@ -301,12 +104,11 @@ def test_rope_tables(server):
     t = ab.rope(positions=[0, 7, 100], head_dim=16, interleaved=True)
     ang = np.array([0, 7, 100])[:, None] * ref_inv_freq(16)[None]
     close(t["cos"], np.repeat(np.cos(ang), 2, axis=1), what="cos (interleaved)")
-    # YaRN from a Hugging Face config dict.
-    cfg = {"hidden_size": 256, "num_attention_heads": 4, "rope_theta": 10000.0,
-           "max_position_embeddings": 4096,
-           "rope_scaling": {"rope_type": "yarn", "factor": 16.0,
-                            "original_max_position_embeddings": 256}}
-    t = ab.rope(positions=[0, 1, 300, 4000], config=cfg)
+    # YaRN with a model's config.json fields.
+    t = ab.rope(positions=[0, 1, 300, 4000], head_dim=64, rope_theta=10000.0,
+                max_position_embeddings=4096,
+                rope_scaling={"rope_type": "yarn", "factor": 16.0,
+                              "original_max_position_embeddings": 256})
     inv, att = ref_yarn_inv_freq(64, 10000.0, 16.0, 256)
     close(t["inv_freq"], inv, what="yarn inv_freq")
     close(t["attention_scaling"], att, what="yarn attention_scaling")
@@ -331,6 +133,10 @@ def test_rope_apply(server):
     want = ref_rope_apply(q, pos, ref_inv_freq(32), interleaved=True).transpose(0, 2, 1, 3)
     close(got, want, what="partial interleaved bshd")
     np.testing.assert_array_equal(got[..., 32:], qs[..., 32:])
+    # No positions: 0..n-1 along the sequence axis.
+    got = ab.rope(q=qs, layout="bshd", rope_theta=500000.0)
+    want = ref_rope_apply(q, np.arange(10), inv).transpose(0, 2, 1, 3)
+    close(got, want, what="default positions")
 
 
 def test_bias(server):
@@ -356,6 +162,9 @@ def test_bias(server):
                   returns=["buckets"])
     rel = np.arange(40)[None, :] - np.arange(40)[:, None]
     np.testing.assert_array_equal(got, ref_t5_bucket(rel, 16, False, 20))
+    # Buckets alone need no table (32 by default, as Hugging Face's).
+    got = ab.bias("t5", num_heads=3, q_len=40, k_len=40, returns=["buckets"])
+    np.testing.assert_array_equal(got, ref_t5_bucket(rel))
     # Kerple, both variants.
     r1, r2 = np.array([2.0, 0.5]), np.array([0.5, 1.5])
     d = np.abs(np.arange(6)[:, None] - np.arange(6)[None, :]).astype(np.float64)
@@ -371,8 +180,8 @@ def test_bias(server):
 def test_attention(server):
     ab = _client(server)
     rng = np.random.default_rng(5)
-    # The worked example 12 (GQA 2:1, Nq=3 < Nk=4), bottom-right causal.
-    q, k, v = _example12()
+    # Worked example 12 of docs/methods.md (GQA 2:1, Nq=3 < Nk=4), causal.
+    q, k, v = example12()
     r = ab.attention(q, k, v, causal=True, returns=["output", "lse", "weights"])
     want_o, want_l, want_w = ref_attention(q, k, v, causal=True)
     close(r["output"], want_o, what="output")
@@ -456,7 +265,7 @@ def test_transports_agree(server):
     fire_bin = _client(server, transport="safetensors").bias(
         "fire", num_heads=2, q_len=5, k_len=5, causal=True, c=0.1, L=4.0, layers=layers)
     np.testing.assert_array_equal(fire_json, fire_bin)
-    # worked-examples.md 5: FIRE head 0, last row.
+    # docs/methods.md#example-5-fire: head 0, last row.
     close(fire_json[0, 4], [0.53, 0.3427876, 0.1405828, -0.07922634, -0.3], 1e-5, 1e-6, "fire")
     qs, ks, vs = q[:, :, :8], k[:, :2, :8], v[:, :2, :8]
     table = rng.standard_normal((32, 4)).astype(np.float32)
@@ -544,10 +353,10 @@ def test_api_key(start):
 
 def test_body_over_the_cap_raises_413(start):
     """A notebook sending more than --max-body-mb gets AttnbiasError 413
-    with the server's explanation, not a broken pipe: within the cap plus
-    64 MiB the server reads and drops the body and answers; past that it
-    answers at once and cuts the connection, and the client reads the
-    answer waiting on it.  The same client then goes on working."""
+    with the server's explanation, not a broken pipe: the server answers
+    with the headers, reads and drops up to the cap + 8 MiB (--linger-mb)
+    and then cuts the connection, and the client reads the answer waiting
+    on it.  The same client then goes on working."""
     srv = start("--max-body-mb", "1")
     ab = Client(srv.url)
     for n in (2048, 2048 * 8):  # q, k, v of [1, 4, n, 128]: 12 MiB, 96 MiB

@@ -9,7 +9,8 @@ written here, for both layouts, GQA, causal masks, a float16 q and an
 attn_bias), a body that stops short of its last bytes has done some pieces
 but not all (N > 0 while waiting, N < M), a call waiting for bytes holds no
 worker thread, and a client that leaves or a server that stops mid-upload
-ends the call cleanly.  Requests that cannot start early (RoPE, JSON
+ends the call cleanly; 16-bit tensors are read as sent, so they start
+early too.  Requests that cannot start early (RoPE, JSON
 answers, invalid ones) are answered exactly as before.
 
 Run:  /usr/bin/python3 tests/http/run.py --server build/attnbiasd tests/http/test_early.py
@@ -140,6 +141,22 @@ def test_early_layouts_gqa_masks_dtypes(server):
         if layout == "bshd":
             out = out.transpose(0, 2, 1, 3)
         np.testing.assert_allclose(got, out, rtol=2e-4, atol=5e-6, err_msg=layout)
+
+
+def test_early_16bit_kv_as_sent(server):
+    """float16 q, k and v [1, 8, 2048, 64] (6 MiB): the job reads them as
+    they were sent (no float32 copy is made when it is built), so it too
+    computes while the body arrives -- 0 < N < M with v's last bytes held
+    back -- and matches float64 of the float16 values."""
+    q, k, v = (rand(s, 1, 8, 2048, 64).astype(np.float16) for s in (11, 12, 13))
+    body = run.safetensors_dump({"q": q, "k": k, "v": v}, {"causal": True})
+    assert len(body) >= 4 << 20
+    status, headers, data = send_held_back(server, body, 4, 0.5 * run.SLOW)
+    assert status == 200, (status, data[:300])
+    done, pieces = early_of(headers)
+    assert 0 < done < pieces, headers.get("server-timing")
+    out, _ = ref(q, k, v, causal=True)
+    np.testing.assert_allclose(st_load(data)["output"], out, rtol=2e-4, atol=5e-6)
 
 
 def test_not_early_answers_as_before(server):

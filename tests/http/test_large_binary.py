@@ -149,7 +149,7 @@ def test_keepalive_alternating_sizes_reuse_blocks(server):
             assert st == 200, (st, b[:200])
             bias = np.array(json.loads(b)["bias"]["data"]).reshape(2, 3, 3)
             dist = -np.abs(np.arange(3)[:, None] - np.arange(3)[None, :])
-            # ALiBi slopes 2^(-8 (i + 1) / H) (spec/methods.md 4.1), H = 2.
+            # ALiBi slopes 2^(-8 (i + 1) / H) (docs/methods.md#alibi), H = 2.
             np.testing.assert_allclose(bias, [2.0 ** -4 * dist, 2.0 ** -8 * dist],
                                        rtol=1e-6, atol=1e-9)
     finally:

@@ -2,29 +2,38 @@
 agrees with the server.
 
 Static checks: the YAML parses; it is OpenAPI 3.1-shaped (every $ref
-resolves, every operation has an operationId and responses, every error
-response is application/problem+json with the Problem schema, 405 carries
-Allow and 503 Retry-After, every error status of API.md has a component);
-every request example validates against its request schema (a small JSON
-Schema validator lives below: python3-jsonschema is not a build package).
-The (method, path) set equals server/route/routes.def, and the routes that
-need no key are the PUBLIC ones.
+resolves, every operation has an operationId and lists exactly the statuses
+the server can answer it with, each error by its named problem+json
+response carrying its headers: Allow on 405, Retry-After on 503,
+WWW-Authenticate on 401); the licence is the repository's; every example --
+request, answer, error, header, schema default -- validates against its
+schema (python3-jsonschema, draft 2020-12).  The (method, path) set equals
+server/route/routes.def, and the routes that need no key are the PUBLIC
+ones.
 
-Live checks: every route answers (no 404) and every documented example gets
-a 200 whose JSON validates against the response schema; provoked errors
-(400, 404, 405, 406, 413, 415, 401) come back with a documented status and
-a body that validates against Problem; X-Attnbias-Ignored lists an unknown
-field; GET /openapi.yaml serves this very document.
+Live checks: every route answers (no 404); every JSON answer (the GET
+routes', each request example's and a few more) validates against its
+response schema closed -- a member the document does not describe fails --
+and together they carry every member the answer schemas describe; each
+answer example is what the server answers to the request example of its
+name; provoked errors (400, 401, 404, 405, 406, 413, 415) come back with a
+documented status, a body that validates against Problem and the
+documented headers; every operation's path gives 404 under a wrong base URL
+and 405 with the right Allow for other methods; X-Attnbias-Ignored lists an
+unknown field; GET /openapi.yaml serves this very document.  The linters
+and the generated TypeScript clients are tests/clients/.
 
 Tests follow tests/http/run.py's convention; run alone with
     /usr/bin/python3 tests/http/run.py tests/http/test_openapi.py
 """
 
+import base64
 import json
 import math
 import os
 import re
 
+import jsonschema
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,8 +44,10 @@ ROUTES_DEF = os.path.join(ROOT, "server", "route", "routes.def")
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 ERROR_STATUSES = {"400": "BadRequest", "401": "Unauthorized", "404": "NotFound",
                   "405": "MethodNotAllowed", "406": "NotAcceptable",
-                  "413": "PayloadTooLarge", "415": "UnsupportedMediaType",
-                  "503": "ServiceUnavailable"}
+                  "413": "ContentTooLarge", "415": "UnsupportedMediaType",
+                  "503": "ServiceUnavailable", "default": "InternalError"}
+# The headers an error response carries beside its problem+json body.
+ERROR_HEADERS = {"401": "WWW-Authenticate", "405": "Allow", "503": "Retry-After"}
 
 _spec_cache = []
 
@@ -71,121 +82,53 @@ def deref(doc, node):
 
 
 # ===========================================================================
-# a small JSON Schema (2020-12 subset) validator
+# JSON Schema validation (python3-jsonschema, draft 2020-12)
 # ===========================================================================
 
 class SchemaError(AssertionError):
     pass
 
 
-def _type_ok(value, t):
-    if t == "null":
-        return value is None
-    if t == "boolean":
-        return isinstance(value, bool)
-    if t == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer())
-    if t == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if t == "string":
-        return isinstance(value, str)
-    if t == "array":
-        return isinstance(value, list)
-    if t == "object":
-        return isinstance(value, dict)
-    raise SchemaError("unknown type %r in schema" % t)
-
-
 def validate(doc, schema, value, where="$"):
-    """Raise SchemaError if value does not satisfy schema (refs into doc)."""
-    if schema is True or schema == {}:
-        return
-    if schema is False:
-        raise SchemaError("%s: no value allowed" % where)
+    """Raise SchemaError if value does not satisfy schema, whose $refs point
+    into doc (the schema is validated as a resource holding doc's
+    components, so that "#/components/..." resolves)."""
+    root = dict(schema, components=doc["components"])
+    root["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    errors = sorted(jsonschema.Draft202012Validator(root).iter_errors(value),
+                    key=lambda e: list(e.absolute_path))
+    if errors:
+        raise SchemaError("%s: %s" % (where, "; ".join(
+            "at %s: %s" % ("/".join(map(str, e.absolute_path)) or "/", e.message[:300])
+            for e in errors[:5])))
+
+
+def closed(doc, schema, in_allof=False):
+    """schema with every $ref inlined and every object schema closed
+    (unevaluatedProperties: false) unless it declares its extra members: a
+    member the server sends that the document does not describe fails.
+    Branches of an allOf stay open; their parent is closed.  (The document
+    has no recursive schema, so inlining ends.)"""
+    if not isinstance(schema, dict):
+        return schema
     if "$ref" in schema:
-        validate(doc, resolve(doc, schema["$ref"]), value, where)
-    if "type" in schema:
-        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if not any(_type_ok(value, t) for t in types):
-            raise SchemaError("%s: %r is not of type %s" % (where, _short(value), types))
-    if "enum" in schema and value not in schema["enum"]:
-        raise SchemaError("%s: %r not in %s" % (where, _short(value), schema["enum"]))
-    if "const" in schema and value != schema["const"]:
-        raise SchemaError("%s: %r != %r" % (where, _short(value), schema["const"]))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            raise SchemaError("%s: %r < minimum %r" % (where, value, schema["minimum"]))
-        if "maximum" in schema and value > schema["maximum"]:
-            raise SchemaError("%s: %r > maximum %r" % (where, value, schema["maximum"]))
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            raise SchemaError("%s: %r <= %r" % (where, value, schema["exclusiveMinimum"]))
-        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-            raise SchemaError("%s: %r >= %r" % (where, value, schema["exclusiveMaximum"]))
-    if isinstance(value, str) and "pattern" in schema:
-        if not re.search(schema["pattern"], value):
-            raise SchemaError("%s: %r does not match %s" % (where, value, schema["pattern"]))
-    if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            raise SchemaError("%s: fewer than %d items" % (where, schema["minItems"]))
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            raise SchemaError("%s: more than %d items" % (where, schema["maxItems"]))
-        if schema.get("uniqueItems") and len(set(map(json.dumps, value))) != len(value):
-            raise SchemaError("%s: items not unique" % where)
-        prefix = schema.get("prefixItems", [])
-        for i, item in enumerate(value):
-            if i < len(prefix):
-                validate(doc, prefix[i], item, "%s[%d]" % (where, i))
-            elif "items" in schema:
-                validate(doc, schema["items"], item, "%s[%d]" % (where, i))
-    if isinstance(value, dict):
-        for name in schema.get("required", []):
-            if name not in value:
-                raise SchemaError("%s: missing required %r" % (where, name))
-        props = schema.get("properties", {})
-        for name, sub in props.items():
-            if name in value:
-                validate(doc, sub, value[name], "%s.%s" % (where, name))
-        extra = schema.get("additionalProperties", True)
-        if extra is not True:
-            for name in value:
-                if name not in props:
-                    validate(doc, extra, value[name], "%s.%s" % (where, name))
-    for sub in schema.get("allOf", []):
-        validate(doc, sub, value, where)
-    if "anyOf" in schema:
-        errs = []
-        for sub in schema["anyOf"]:
-            try:
-                validate(doc, sub, value, where)
-                break
-            except SchemaError as e:
-                errs.append(str(e))
-        else:
-            raise SchemaError("%s: matches no anyOf branch: %s" % (where, "; ".join(errs)))
-    if "oneOf" in schema:
-        ok, errs = 0, []
-        for sub in schema["oneOf"]:
-            try:
-                validate(doc, sub, value, where)
-                ok += 1
-            except SchemaError as e:
-                errs.append(str(e))
-        if ok != 1:
-            raise SchemaError("%s: matches %d oneOf branches (want 1): %s"
-                              % (where, ok, "; ".join(errs)))
-    if "not" in schema:
-        try:
-            validate(doc, schema["not"], value, where)
-        except SchemaError:
-            pass
-        else:
-            raise SchemaError("%s: matches a 'not' schema" % where)
-
-
-def _short(v):
-    s = repr(v)
-    return s if len(s) < 80 else s[:77] + "..."
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        return closed(doc, dict(resolve(doc, schema["$ref"]), **rest), in_allof)
+    out = dict(schema)
+    if "properties" in out:
+        out["properties"] = {k: closed(doc, v) for k, v in out["properties"].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), dict):
+            out[key] = closed(doc, out[key])
+    for key in ("prefixItems", "oneOf", "anyOf"):
+        if key in out:
+            out[key] = [closed(doc, s) for s in out[key]]
+    if "allOf" in out:
+        out["allOf"] = [closed(doc, s, in_allof=True) for s in out["allOf"]]
+    if not in_allof and ("properties" in out or "allOf" in out) and not (
+            {"additionalProperties", "unevaluatedProperties"} & set(out)):
+        out["unevaluatedProperties"] = False
+    return out
 
 
 # ===========================================================================
@@ -226,9 +169,22 @@ def assert_problem(doc, status, headers, body, want_status):
     ctype = headers.get("content-type", "")
     assert ctype.startswith("application/problem+json"), ctype
     prob = json.loads(body)
-    validate(doc, resolve(doc, "#/components/schemas/Problem"), prob, "problem")
+    validate(doc, closed(doc, {"$ref": "#/components/schemas/Problem"}), prob, "problem")
     assert prob["status"] == status and prob["error"] == prob["detail"], prob
+    # The headers the status's named response documents.
+    name = ERROR_STATUSES.get(str(status), "InternalError")
+    for hname, h in doc["components"]["responses"][name].get("headers", {}).items():
+        h = deref(doc, h)
+        if h.get("required") or hname.lower() in headers:
+            assert hname.lower() in headers, "%d without %s" % (status, hname)
+            validate(doc, h["schema"], _header_value(h["schema"], headers[hname.lower()]),
+                     "%d header %s" % (status, hname))
     return prob
+
+
+def _header_value(schema, text):
+    """A header's text as the JSON value its schema describes."""
+    return int(text) if schema.get("type") == "integer" else text
 
 
 def documented(doc, method, path, status):
@@ -243,10 +199,31 @@ def documented(doc, method, path, status):
 # static checks
 # ===========================================================================
 
+def statuses_of(path, method, public):
+    """The statuses an operation can answer, by what the server does:
+    every request may meet a wrong base URL or method (404, 405) and a
+    declared body too large (413); a GET route refuses a body (400); a
+    route behind the key answers 401 without it; all but /healthz answer
+    503 while draining, and computing routes also when the queue is full;
+    only routes with a body negotiate types (406, 415)."""
+    want = {"200", "400", "404", "405", "413", "default"}
+    if not public:
+        want.add("401")
+    if path != "/healthz":
+        want.add("503")
+    if method == "post":
+        want |= {"406", "415"}
+    return want
+
+
 def test_document_shape():
     doc = load_spec()
     assert str(doc["openapi"]).startswith("3.1."), doc["openapi"]
-    assert doc["info"]["title"] and doc["info"]["version"]
+    info = doc["info"]
+    assert info["title"] and info["version"] and info["contact"]["name"], info
+    # The licence named is the one of the repository.
+    with open(os.path.join(ROOT, "LICENSE"), encoding="utf-8") as f:
+        assert f.readline().split()[0] == info["license"]["identifier"], info["license"]
     # Every $ref anywhere resolves.
     refs = []
 
@@ -263,13 +240,16 @@ def test_document_shape():
     assert len(refs) > 50, len(refs)
     for ref in refs:
         resolve(doc, ref)
-    # Components exist for every error status of API.md, as problem+json.
+    # A named response for every error status of docs/http.md#errors, as
+    # problem+json, with the headers that status carries.
     comps = doc["components"]["responses"]
-    for status, name in ERROR_STATUSES.items():
-        schema = comps[name]["content"]["application/problem+json"]["schema"]
+    for name, resp in comps.items():
+        assert list(resp["content"]) == ["application/problem+json"], name
+        schema = resp["content"]["application/problem+json"]["schema"]
         assert schema == {"$ref": "#/components/schemas/Problem"}, name
-    assert "Allow" in comps["MethodNotAllowed"]["headers"]
-    assert "Retry-After" in comps["ServiceUnavailable"]["headers"]
+    for status, name in ERROR_STATUSES.items():
+        if status in ERROR_HEADERS:
+            assert ERROR_HEADERS[status] in comps[name].get("headers", {}), name
     problem = doc["components"]["schemas"]["Problem"]
     assert set(problem["required"]) == {"type", "title", "status", "detail", "error"}
     assert "field" in problem["properties"]
@@ -278,28 +258,35 @@ def test_document_shape():
         where = "%s %s" % (method.upper(), path)
         assert op.get("operationId") and op["operationId"] not in ids, where
         ids.add(op["operationId"])
-        assert op.get("responses"), where
-        assert any(s.startswith("2") for s in op["responses"]), where + ": no 2xx"
-        assert "default" in op["responses"], where + ": no default (404/405/500)"
+        public = op.get("security", doc["security"]) == []
+        assert set(op["responses"]) == statuses_of(path, method, public), (
+            where, sorted(op["responses"]))
         for status, resp in op["responses"].items():
+            if status in ERROR_STATUSES:   # errors by their named response
+                assert resp == {"$ref": "#/components/responses/" + ERROR_STATUSES[status]}, (
+                    where, status)
             resp = deref(doc, resp)
             assert resp.get("description"), "%s %s: no description" % (where, status)
             for mtype, media in resp.get("content", {}).items():
                 assert "schema" in media, "%s %s %s: no schema" % (where, status, mtype)
-            if status[0] in "45" or status == "default":
-                assert list(resp["content"]) == ["application/problem+json"], (where, status)
-            if status == "503":
-                assert "Retry-After" in resp["headers"], where
         if method == "post":
             body = deref(doc, op["requestBody"])
             assert set(body["content"]) == {"application/json", "application/vnd.safetensors"}, where
-            for st in ("400", "406", "413", "415", "503"):
-                assert st in op["responses"], "%s: %s undocumented" % (where, st)
             ok = op["responses"]["200"]
             assert "X-Attnbias-Ignored" in ok["headers"], where
+            # One schema per media type: JSON answers an object of named
+            # outputs, the binary types a file of their own.
+            content = ok["content"]
             assert {"application/json", "application/vnd.safetensors",
-                    "application/x-npy"} <= set(ok["content"]), where
-    assert "image/png" in doc["paths"]["/v1/bias"]["post"]["responses"]["200"]["content"]
+                    "application/x-npy"} <= set(content), where
+            assert resolve(doc, content["application/json"]["schema"]["$ref"])["type"] == "object"
+            for mtype, media in content.items():
+                if mtype != "application/json":
+                    target = resolve(doc, media["schema"]["$ref"])
+                    assert target["type"] == "string" and target["format"] == "binary" and \
+                        target["contentMediaType"] == mtype, (where, mtype)
+    for path in ("/v1/bias", "/v1/attention"):
+        assert "image/png" in doc["paths"][path]["post"]["responses"]["200"]["content"], path
     schemes = doc["components"]["securitySchemes"]
     assert schemes["bearerAuth"] == dict(schemes["bearerAuth"], type="http", scheme="bearer")
     assert doc["security"] == [{"bearerAuth": []}]
@@ -383,6 +370,8 @@ def test_keywords_are_known():
         for mtype, media in resp.get("content", {}).items():
             _check_keys(media, "mediaType", "%s %s" % (where, mtype))
             _check_schema(media["schema"], "%s %s" % (where, mtype))
+            for ename, ex in media.get("examples", {}).items():
+                _check_keys(ex, "example", "%s %s example %s" % (where, mtype, ename))
 
     for name, resp in doc["components"]["responses"].items():
         check_response(resp, "responses." + name)
@@ -403,37 +392,96 @@ def test_keywords_are_known():
             check_response(resp, "%s %s" % (where, status))
 
 
-def test_request_examples_validate():
-    doc = load_spec()
-    n = 0
+def examples(doc):
+    """Every example of the document with the schema it illustrates:
+    [(where, schema, value)] -- media types' `example` and `examples`
+    (request bodies, answers, named responses), headers' `example`, and the
+    `examples` and `default` of schemas."""
+    out = []
+
+    def media(where, content):
+        for mtype, m in content.items():
+            if "example" in m:
+                out.append(("%s %s" % (where, mtype), m["schema"], m["example"]))
+            for name, ex in m.get("examples", {}).items():
+                out.append(("%s %s %s" % (where, mtype, name), m["schema"], ex["value"]))
+
+    def headers(where, hs):
+        for name, h in hs.items():
+            h = deref(doc, h)
+            if "example" in h:
+                out.append(("%s header %s" % (where, name), h["schema"], h["example"]))
+
+    def schemas(where, node):
+        if isinstance(node, dict):
+            for key in ("examples", "default"):
+                if key in node and isinstance(node.get("type"), (str, list)):
+                    values = node[key] if key == "examples" else [node[key]]
+                    out.extend(("%s %s" % (where, key), node, v) for v in values)
+            for k, v in node.items():
+                if k not in ("examples", "default", "enum", "const"):
+                    schemas("%s.%s" % (where, k), v)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                schemas("%s[%d]" % (where, i), v)
+
     for method, path, op in operations(doc):
-        if "requestBody" not in op:
-            continue
-        media = deref(doc, op["requestBody"])["content"]["application/json"]
-        examples = media.get("examples", {})
-        assert examples, "%s: no request examples" % path
-        for name, ex in examples.items():
-            validate(doc, media["schema"], ex["value"], "%s example %s" % (path, name))
-            n += 1
-    assert n >= 10, n
+        where = "%s %s" % (method.upper(), path)
+        if "requestBody" in op:
+            media(where + " request", deref(doc, op["requestBody"])["content"])
+        for status, resp in op["responses"].items():
+            if "$ref" not in resp:
+                media("%s %s" % (where, status), resp.get("content", {}))
+                headers("%s %s" % (where, status), resp.get("headers", {}))
+    for name, resp in doc["components"]["responses"].items():
+        media("responses." + name, resp["content"])
+        headers("responses." + name, resp.get("headers", {}))
+    headers("headers", doc["components"]["headers"])
+    schemas("schemas", doc["components"]["schemas"])
+    return out
+
+
+def test_every_example_validates():
+    doc = load_spec()
+    found = examples(doc)
+    kinds = {w.split()[-1] for w, _, _ in found}
+    for where, schema, value in found:
+        validate(doc, schema, value, where)
+    assert len(found) > 60 and {"default", "examples"} <= kinds, (len(found), kinds)
+    n_requests = sum(" request " in w for w, _, _ in found)
+    n_answers = sum(" 200 application/json " in w for w, _, _ in found)
+    assert n_requests >= 12 and n_answers >= 4, (n_requests, n_answers)
     # ...and the validator does reject what the schemas forbid.
     bad = [("#/components/schemas/EncodingsRequest", {"method": "sinusoidal", "positions": 0}),
            ("#/components/schemas/EncodingsRequest", {"method": "fourier", "positions": 3}),
            ("#/components/schemas/Tensor", {"shape": [2, 0], "data": []}),
            ("#/components/schemas/Tensor", {"shape": [2], "data": [1, "infinity"]}),
+           ("#/components/schemas/Tensor", [[[[[1.0]]]]]),
+           ("#/components/schemas/Tensor", [[1.0], 2.0]),
            ("#/components/schemas/AttentionRequest", {"q": [[1.0]], "k": [[1.0]]}),
            ("#/components/schemas/AttentionRequest",
             {"q": [[1.0]], "k": [[1.0]], "v": [[1.0]], "layout": "sbhd"}),
            ("#/components/schemas/RopeRequest", {"head_dim": 8, "positions": 4,
                                                  "rope_scaling": {"rope_type": "yarnn"}}),
            ("#/components/schemas/BiasRequest", {"method": "alibi", "num_heads": 2, "q_len": 4,
-                                                 "return": ["bias", "bias"]})]
+                                                 "return": ["bias", "bias"]}),
+           ("#/components/schemas/BiasResult", {}),
+           ("#/components/schemas/OutputTensor", {"shape": [2], "data": [1, 2]})]
     for ref, value in bad:
         try:
             validate(doc, {"$ref": ref}, value)
         except SchemaError:
             continue
         raise AssertionError("%s accepted %r" % (ref, value))
+    # Closed, an answer with an undocumented member fails.
+    answer = {"bias": {"shape": [1], "dtype": "float32", "data": [0], "scale": 1}}
+    validate(doc, {"$ref": "#/components/schemas/BiasResult"}, answer)
+    try:
+        validate(doc, closed(doc, {"$ref": "#/components/schemas/BiasResult"}), answer)
+    except SchemaError:
+        pass
+    else:
+        raise AssertionError("closed(BiasResult) accepted an unknown member")
 
 
 def test_routes_match_routes_def():
@@ -470,25 +518,103 @@ def test_every_route_answers(server):
         assert ctype in documented(doc, method, path, 200)["content"], (path, ctype)
 
 
+# Requests beyond the document's examples, so that every member of every
+# answer schema and every output dtype is met at least once.
+EXTRA_REQUESTS = [
+    ("/v1/encodings", {"method": "sinusoidal", "positions": 2, "dim": 4,
+                       "x": [[1, 2, 3, 4], [5, 6, 7, 8]], "output_dtype": "float64"}),
+    ("/v1/rope", {"head_dim": 4, "positions": [0, 3], "q": [[1, 2, 3, 4], [4, 3, 2, 1]],
+                  "k": {"shape": [2, 4], "data": [1, 0, 0, 1, 0, 1, 1, 0]},
+                  "encoding": "b64", "output_dtype": "float16"}),
+    ("/v1/rope", {"head_dim": 8, "positions": 3, "output_dtype": "bfloat16"}),
+    ("/v1/attention", {"q": [[1.0, 0.5]], "k": [[1.0, 0.0], [0.0, 1.0]],
+                       "v": [[1.0, 2.0], [3.0, 4.0]], "return": ["lse", "weights"]}),
+]
+DTYPE_SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int32": 4}
+
+
+def answer_schema(doc, path, method):
+    op = doc["paths"][path][method]
+    return closed(doc, deref(doc, op["responses"]["200"])["content"]["application/json"]["schema"])
+
+
+def check_answer(doc, path, method, out, where, seen):
+    """A JSON answer against its closed schema, and each tensor output
+    carrying exactly one of data and b64, sized by its shape and dtype.
+    Adds (path, member) and (dtype,) to seen."""
+    validate(doc, answer_schema(doc, path, method), out, where)
+    for name, v in out.items() if isinstance(out, dict) else ():
+        seen.add((path, name))
+        if not (isinstance(v, dict) and "shape" in v):
+            continue
+        seen.add((v["dtype"],))
+        n = math.prod(v["shape"])
+        assert ("data" in v) != ("b64" in v), "%s.%s: data and b64" % (where, name)
+        if "data" in v:
+            assert len(v["data"]) == n, "%s.%s: %d values, shape %s" % (
+                where, name, len(v["data"]), v["shape"])
+        else:
+            assert len(base64.b64decode(v["b64"], validate=True)) == n * DTYPE_SIZE[v["dtype"]], (
+                "%s.%s: b64 size" % (where, name))
+
+
+def same_answer(got, want, where):
+    """The server's answer equals the document's example of it: the same
+    members, shapes and dtypes, and values within float32 rounding (the
+    kernel sets may round the last digit differently)."""
+    assert set(got) == set(want), "%s: members %s, example %s" % (where, sorted(got), sorted(want))
+    for name, w in want.items():
+        g = got[name]
+        assert (g["shape"], g["dtype"]) == (w["shape"], w["dtype"]), (where, name)
+        for i, (a, b) in enumerate(zip(g["data"], w["data"])):
+            if isinstance(a, str) or isinstance(b, str):
+                assert a == b, "%s.%s[%d]: %r, example %r" % (where, name, i, a, b)
+            else:
+                assert abs(a - b) <= 1e-6 * max(1.0, abs(b)), "%s.%s[%d]: %r, example %r" % (
+                    where, name, i, a, b)
+
+
 def test_examples_answer_as_documented(server):
+    """Every JSON answer -- the GET routes', each request example's, and
+    EXTRA_REQUESTS' -- validates against its schema closed (no member the
+    document does not describe), every member of the answer schemas is
+    met, and each answer example is what the server answers to the
+    request example of the same name."""
     doc = load_spec()
+    seen = set()
     for method, path, op in operations(doc):
-        resp_schema = deref(doc, op["responses"]["200"])["content"]
-        if "application/json" in resp_schema and method == "get":
+        content = deref(doc, op["responses"]["200"])["content"]
+        if "application/json" in content and method == "get":
             status, _, body = call(server, "GET", path, headers={"Accept": "application/json"})
             assert status == 200, path
-            validate(doc, resp_schema["application/json"]["schema"], json.loads(body), path)
+            check_answer(doc, path, method, json.loads(body), path, seen)
         if method != "post":
             continue
         media = deref(doc, op["requestBody"])["content"]["application/json"]
+        answers = content["application/json"].get("examples", {})
+        assert answers and set(answers) <= set(media["examples"]), (path, sorted(answers))
         for name, ex in media["examples"].items():
             status, headers, body = call(server, "POST", path, ex["value"])
             assert status == 200, "%s example %s: %d %r" % (path, name, status, body[:400])
             assert headers["content-type"].startswith("application/json"), headers
             out = json.loads(body)
-            validate(doc, resp_schema["application/json"]["schema"], out, "%s %s" % (path, name))
+            check_answer(doc, path, method, out, "%s %s" % (path, name), seen)
             assert "x-attnbias-ignored" not in headers, (
                 "%s example %s: server ignored %s" % (path, name, headers.get("x-attnbias-ignored")))
+            if name in answers:
+                same_answer(out, answers[name]["value"], "%s example %s" % (path, name))
+    for path, body in EXTRA_REQUESTS:
+        status, headers, data = call(server, "POST", path, body)
+        assert status == 200 and "x-attnbias-ignored" not in headers, (path, status, data[:300])
+        check_answer(doc, path, "post", json.loads(data), path, seen)
+    for method, path, op in operations(doc):
+        if method == "post":
+            schema = answer_schema(doc, path, method)
+            missed = [m for m in schema["properties"] if (path, m) not in seen]
+            assert not missed, "%s: no answer carried %s" % (path, missed)
+    dtypes = resolve(doc, "#/components/schemas/OutputTensor")["properties"]["dtype"]["enum"]
+    assert {(d,) for d in dtypes} <= seen, "dtypes never answered: %s" % [
+        d for d in dtypes if (d,) not in seen]
 
 
 def schema_properties(doc, schema, props=None, required=None):
@@ -583,6 +709,12 @@ def test_catalog_matches_request_schemas(server):
         ("BiasMethod", attn["bias"]["parameters"], []),
     ]
     output = {p["name"] for p in cat["output_options"]}
+    # A model's config (model, config, layer): every POST route reads it.
+    config = {p["name"] for p in cat["config_options"]}
+    cfg_props, _ = schema_properties(doc, {"$ref": "#/components/schemas/ModelConfigOptions"})
+    for cp in cat["config_options"]:
+        check_catalog_param(doc, cp, cfg_props[cp["name"]][0], "ModelConfigOptions." + cp["name"])
+    output |= config
     out_props, _ = schema_properties(doc, {"$ref": "#/components/schemas/OutputOptions"})
     for cp in cat["output_options"]:
         check_catalog_param(doc, cp, out_props[cp["name"]][0], "OutputOptions." + cp["name"])
@@ -654,11 +786,13 @@ def test_provoked_errors_are_documented(server):
         ("GET", "/v1/nope", None, None, 404, None),
         ("GET", "/v1/rope", None, None, 405, None),
         ("POST", "/healthz", b"", None, 405, None),
+        ("GET", "/healthz", b"{}", None, 400, None),
+        ("GET", "/v1/methods", b"{}", None, 400, None),
     ]
     for method, path, body, headers, want, field in cases:
         status, hdrs, data = call(server, method, path, body, headers)
         prob = assert_problem(doc, status, hdrs, data, want)
-        if path in doc["paths"] and want not in (405,):
+        if method.lower() in doc["paths"].get(path, {}):
             documented(doc, method, path, want)
         if field:
             assert prob.get("field") == field, "%s %s: field %r, want %r" % (
@@ -666,9 +800,42 @@ def test_provoked_errors_are_documented(server):
         if want == 405:
             allow = hdrs.get("allow", "")
             assert ("POST" if path == "/v1/rope" else "GET") in allow, allow
+    # A GET route with a declared body over the cap: 413 before any byte
+    # of it is read (and the connection closes).
+    for path in ("/healthz", "/openapi.yaml"):
+        raw = server.raw(("GET %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                          % (path, 1 << 40)).encode())
+        head, _, data = raw.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        hdrs = {k.strip().lower(): v.strip() for k, _, v in
+                (ln.partition(":") for ln in lines[1:])}
+        assert_problem(doc, int(lines[0].split()[1]), hdrs, data, 413)
+        documented(doc, "GET", path, 413)
     # An unknown field is ignored and named in X-Attnbias-Ignored.
     status, hdrs, _ = call(server, "POST", "/v1/rope", dict(rope, rope_thetaa=5))
     assert status == 200 and "rope_thetaa" in hdrs.get("x-attnbias-ignored", ""), hdrs
+
+
+def test_404_and_405_on_every_operation(server):
+    """What every operation lists besides its own answers: its path under a
+    wrong base URL is a 404, and its path asked with another method a 405
+    whose Allow names exactly the documented methods (HEAD with GET)."""
+    doc = load_spec()
+    for method, path, op in operations(doc):
+        documented(doc, method, path, 404)
+        documented(doc, method, path, 405)
+        status, hdrs, data = call(server, method.upper(), "/api" + path,
+                                  {} if method == "post" else None)
+        assert_problem(doc, status, hdrs, data, 404)
+        methods = [m.upper() for m in HTTP_METHODS if m in doc["paths"][path]]
+        allowed = set(methods) | ({"HEAD"} if "GET" in methods else set())
+        for other in ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+            if other in allowed:
+                continue
+            status, hdrs, data = call(server, other, path)
+            assert_problem(doc, status, hdrs, data, 405)
+            assert {m.strip() for m in hdrs["allow"].split(",")} == allowed, (
+                path, other, hdrs["allow"])
 
 
 def test_api_key_and_public_routes(start):

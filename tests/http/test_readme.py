@@ -8,7 +8,9 @@
   built libattnbias.a and run; its printed ALiBi slopes and attention rows
   are compared with a float64 numpy reference computed here from the
   arrays in the example's source.
-- The Python client example runs against the test server.
+- The Python client's install commands run as printed (Debian's
+  interpreter, a virtualenv, pip offline) and its example runs with that
+  virtualenv against the test server, saving its figures.
 - Every flag of the configuration table is one the server accepts.
 - The Docker files, checked statically (no Docker engine runs the tests):
   two stages on Debian bookworm, the package lists installed from
@@ -23,6 +25,8 @@ import json
 import math
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -65,10 +69,12 @@ def shell_commands(block):
 
 def curl_commands(path=README):
     """The curl commands aimed at the `make run` server (the Unix-socket
-    example starts its own server: test_unix_socket_example)."""
+    and HTTPS examples start their own servers: test_unix_socket_example,
+    test_https_example; the container example is run by `make image-test`,
+    tests/image/test_image.py)."""
     out = []
     for lang, block in code_blocks("sh", path):
-        if "--unix-socket" in block:
+        if "--unix-socket" in block or "--tls-cert" in block or "podman" in block:
             continue
         out += [c for c in shell_commands(block) if c.startswith("curl ")]
     return out
@@ -117,7 +123,7 @@ def run_curl(server, cmds):
 def test_curl_examples(server):
     cmds = curl_commands()
     routes = {re.search(r"https?://[^/\s]+(/[^\s']*)", c).group(1) for c in cmds}
-    # One example per route at least (API.md's nine routes).
+    # One example per route at least (the nine of docs/http.md#routes).
     for path in ("/healthz", "/readyz", "/metrics", "/openapi.yaml", "/v1/methods",
                  "/v1/encodings", "/v1/rope", "/v1/bias", "/v1/attention"):
         assert path in routes, "README has no curl example for %s" % path
@@ -160,6 +166,29 @@ def test_unix_socket_example(binary):
         assert p.returncode == 0, p.stderr
         assert '{"status":"ok"}' in p.stdout, p.stdout
         assert not os.path.exists(sock), "the socket file outlived the server"
+
+
+def test_https_example(binary):
+    """The HTTPS block runs as printed (its binary, port and files pointed
+    at this build, a free port and a temporary directory): openssl makes a
+    self-signed certificate, curl --cacert gets the health answer, the
+    health check verifies the server with its own certificate, and SIGHUP
+    then SIGTERM leave the server exiting 0."""
+    blocks = [b for _, b in code_blocks("sh") if "--tls-cert" in b]
+    assert len(blocks) == 1, "want one HTTPS example in README.md"
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = str(s.getsockname()[1])
+    s.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        script = (blocks[0].replace("build/attnbiasd", binary)
+                  .replace("/tmp/", tmp + "/").replace("8443", port))
+        assert script.count(port) >= 3, "the example no longer uses port 8443"
+        p = subprocess.run(["bash", "-c", "set -e\n" + script + "\nwait $!\n"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert '{"status":"ok"}' in p.stdout and "healthy" in p.stdout, p.stdout
+        assert "SIGHUP: TLS reloaded" in p.stderr, p.stderr
 
 
 def test_c_example(binary):
@@ -240,16 +269,46 @@ def test_install_and_pkg_config(binary):
 
 
 def test_python_example(server):
-    blocks = code_blocks("python")
-    assert blocks, "README has no Python example"
-    src = blocks[0][1].replace(DEFAULT, server.url)
-    p = subprocess.run([sys.executable, "-c", src], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
-    assert p.returncode == 0, p.stderr[-2000:]
-    out = p.stdout.splitlines()
-    assert out[0].split()[0].startswith("1.1386"), out        # YaRN factor 4
-    assert out[1] == "(1, 8, 256, 64) (1, 8, 256)", out
-    assert out[2].startswith("400 /rotary_dim "), out
+    """The Python client section as a reader follows it: its install block
+    run as printed (in a directory holding a copy of api/python, so that
+    the build does not write into the source tree), then its example with
+    that virtualenv's python, aimed at the test server; the figures it
+    saves are PNGs of a sensible size."""
+    from PIL import Image
+    section = README_TEXT().split("### Python client", 1)[1].split("\n## ", 1)[0]
+    install = [b for l, b in code_blocks("sh") if "-m venv" in b]
+    assert len(install) == 1 and install[0] in section, "want one install block"
+    cmds = shell_commands(install[0])
+    assert cmds[0].startswith("/usr/bin/python3 -m venv --system-site-packages "), cmds
+    example = [b for l, b in code_blocks("python") if b in section]
+    assert len(example) == 1, "want one Python example in the section"
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(os.path.join(ROOT, "api", "python"), os.path.join(tmp, "api", "python"),
+                        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
+        for cmd in cmds:
+            p = subprocess.run(["bash", "-c", cmd], cwd=tmp, env=env, capture_output=True,
+                               text=True, timeout=600)
+            assert p.returncode == 0, "%s\n%s%s" % (cmd, p.stdout[-2000:], p.stderr[-2000:])
+        python = os.path.join(tmp, ".venv", "bin", "python")
+        src = example[0].replace(DEFAULT, server.url)
+        env = dict(os.environ, MPLBACKEND="agg")
+        env.pop("PYTHONPATH", None)
+        p = subprocess.run([python, "-c", src], cwd=tmp, env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        out = p.stdout.splitlines()
+        assert out[0].split()[0].startswith("1.1386"), out        # YaRN factor 4
+        assert out[1] == "(1, 8, 256, 64) (1, 8, 256)", out
+        assert out[2].startswith("400 /rotary_dim "), out
+        for name in re.findall(r'savefig\("([^"]+)"\)', src):
+            with Image.open(os.path.join(tmp, name)) as im:
+                assert im.format == "PNG" and 300 <= im.width <= 3000, (name, im.size)
+
+
+def README_TEXT():
+    with open(README, encoding="utf-8") as f:
+        return f.read()
 
 
 def test_configuration_flags(binary, start):
@@ -329,8 +388,13 @@ def test_dockerfile(binary):
     assert "tini" in _package_list("packages-runtime.txt")
     entry = json.loads(next(a for i, a in runtime if i == "ENTRYPOINT"))
     assert entry[:2] == ["/usr/bin/tini", "--"] and entry[2].endswith("attnbiasd"), entry
+    # The address is set by the environment, which --healthcheck shares:
+    # a flag in CMD would leave the HEALTHCHECK asking another port.
+    env = " ".join(a for i, a in runtime if i == "ENV")
+    assert "ATTNBIAS_HOST=0.0.0.0" in env.split() and "ATTNBIAS_PORT=8080" in env.split(), env
     cmd = json.loads(next(a for i, a in runtime if i == "CMD"))
-    assert cmd[cmd.index("--host") + 1] == "0.0.0.0" and "8080" in cmd, cmd
+    assert not any(c in ("--host", "--port") or c.startswith(("--host=", "--port="))
+                   for c in cmd), cmd
     assert ("EXPOSE", "8080") in runtime
     health = next(a for i, a in runtime if i == "HEALTHCHECK")
     assert re.search(r'CMD \["[^"]*attnbiasd", "--healthcheck"\]', health), health

@@ -13,7 +13,7 @@ many concurrent hostile connections.  Then a seeded mutation fuzz of valid
 requests.
 
 After each group the server must still answer /healthz, every error must be
-a problem+json of API.md (with `field` where one field is to blame), no
+a problem+json of docs/http.md (with `field` where one field is to blame), no
 request may stay in flight, and repeating a batch must not grow the resident
 set (skipped under valgrind and ASan, whose own leak checks run when the
 harness stops the server: it must exit 0).
@@ -26,6 +26,7 @@ import base64
 import json
 import random
 import re
+import select
 import socket
 import struct
 import threading
@@ -854,21 +855,23 @@ def test_lifted_rows_show_as_sent_in_errors(server):
 def test_bodies_on_bodiless_routes_are_refused_unread(start):
     """A GET route holds no body: one declared (or chunked) gets a 400
     naming it, and the server never holds it (a body nobody reads would
-    sit outside --max-queue, which counts computing requests).  A client
-    sending Expect: 100-continue gets the 400 before any byte of the body
-    is read, and the connection closes; from other clients the body is
-    read and dropped first (test_core.py,
-    test_early_refusals_read_and_drop_the_body)."""
+    sit outside --max-queue, which counts computing requests).  The 400 is
+    sent as soon as the headers are in, with Connection: close, and what
+    the client sends after is read and dropped, not stored, until it is
+    done (test_core.py, test_early_refusals_answer_before_the_body).  The
+    client here sends 1 MiB of the body before reading: the server may
+    already have answered and stopped taking bytes by then, a legitimate
+    outcome (its sending then fails) that must not lose the answer."""
     srv = start("--max-queue", "2")
     rss0 = proc_status(srv, "VmRSS")
     socks = []
     try:
         for path in ("/healthz", "/readyz", "/metrics", "/v1/methods") * 2:
             s = srv.connect()
-            s.sendall(b"GET %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n"
-                      b"Expect: 100-continue\r\n\r\n"
-                      % (path.encode(), 100 << 20) + b"x" * (1 << 20))
             socks.append((path, s))
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n"
+                      b"Expect: 100-continue\r\n\r\n" % (path.encode(), 100 << 20))
+            send_tolerating_close(s, b"x" * (1 << 20))
         for path, s in socks:
             st, headers, body, _ = read_response(s)
             assert st == 400, (path, st, body[:200])
@@ -889,6 +892,137 @@ def test_bodies_on_bodiless_routes_are_refused_unread(start):
     out = srv.raw(b"GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n"
                   b"Connection: close\r\n\r\n")
     assert raw_status(out) == 200, out[:300]
+
+
+def send_tolerating_close(s, data):
+    """sendall, where a server that answered and closed (a reset, a broken
+    pipe) is a legitimate outcome: its answer is read afterwards."""
+    try:
+        s.sendall(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def trickle(srv, first, rest, delay, out, key):
+    """Send `first`, then `rest` one byte every `delay` seconds, watching
+    for the server to close the connection; out[key] = seconds from the
+    start to the close, or an error string when the server never closed."""
+    s = srv.connect(timeout=30)
+    t0 = time.monotonic()
+    try:
+        s.sendall(first)
+        for i in range(len(rest)):
+            readable, _, _ = select.select([s], [], [], delay)
+            if readable:
+                chunk = s.recv(4096)
+                if chunk:
+                    out[key] = "answered: %r" % chunk[:80]
+                    return
+                break  # end of stream: closed by the server
+            s.sendall(rest[i:i + 1])
+        else:
+            out[key] = "never cut"
+            return
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    except Exception as e:  # reported by the test
+        out[key] = "%s: %s" % (type(e).__name__, e)
+        return
+    finally:
+        s.close()
+    out[key] = time.monotonic() - t0
+
+
+def test_trickling_clients_are_cut_while_others_are_served(start):
+    """Slow-loris clients: three send their headers a byte every 0.1 s and
+    never finish, two send complete headers and then their bodies a byte
+    every 0.1 s, holding both --max-queue slots.  Each is cut by the server
+    -- the headers --header-timeout-s (2 here) after the connection opened,
+    the bodies once they fall under --body-min-rate-kb after --body-grace-s
+    (1 here) -- while a normal client keeps being answered all along, and
+    once the slots are free its computing requests are admitted again."""
+    srv = start("--max-queue", "2", "--header-timeout-s", "2", "--body-grace-s", "1",
+                "--body-min-rate-kb", "64")
+    headers = b"GET /healthz HTTP/1.1\r\nHost: t\r\n"
+    body_head = (b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100000\r\n\r\n{")
+    budget = 600  # bytes: a minute at 0.1 s each, far past either bound
+    cuts = {}
+    threads = [threading.Thread(target=trickle, args=(srv, headers, b"X-Slow: " + b"a" * budget,
+                                                      0.1, cuts, "headers%d" % i))
+               for i in range(3)]
+    threads += [threading.Thread(target=trickle, args=(srv, body_head, b" " * budget, 0.1, cuts,
+                                                       "body%d" % i))
+                for i in range(2)]
+    for t in threads:
+        t.start()
+    served = 0
+    try:
+        while any(t.is_alive() for t in threads):
+            healthy(srv)
+            served += 1
+            time.sleep(0.05)
+    finally:
+        for t in threads:
+            t.join(120 * run.SLOW)
+    bad = {k: v for k, v in cuts.items() if not isinstance(v, float)}
+    assert len(cuts) == 5 and not bad, cuts
+    assert served >= 1
+    m = srv.metrics()
+    assert m[("attnbias_rejected_total", frozenset({("reason", "header_timeout")}))] == 3, m
+    assert m[("attnbias_rejected_total", frozenset({("reason", "slow_upload")}))] == 2, m
+    wait_idle(srv)
+    r = srv.post("/v1/bias", json=BASE["/v1/bias"])
+    assert r.status == 200, r
+    assert "arrives too slowly" in srv.log()
+
+
+def test_one_address_holds_at_most_n_connections(start):
+    """--max-connections-per-ip 3: a fourth connection from 127.0.0.1 is
+    closed as it is accepted, without an answer, while the three it
+    already holds keep working; once one of them closes, a new one is
+    served."""
+    srv = start("--max-connections-per-ip", "3")
+    get = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+    held = [srv.connect() for _ in range(3)]
+    try:
+        for s in held:  # each accepted, and counted for the address
+            s.sendall(get)
+            assert read_response(s)[0] == 200
+        extra = srv.connect()
+        try:
+            send_tolerating_close(extra, get)
+            extra.settimeout(10 * run.SLOW)
+            try:
+                got = extra.recv(4096)
+            except ConnectionResetError:
+                got = b""
+            assert got == b"", got[:200]
+        finally:
+            extra.close()
+        for s in held[1:]:
+            s.sendall(get)
+            assert read_response(s)[0] == 200
+        held[0].close()
+
+        def served():
+            out = srv.raw(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            return raw_status(out) == 200
+        deadline = time.monotonic() + 30 * run.SLOW
+        while not served():
+            assert time.monotonic() < deadline, "no new connection served"
+            time.sleep(0.05)
+        # Asked on a connection already held: a new one could still find
+        # the address at its limit while the server closes the last one.
+        held[1].sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
+        status, _, text, _ = read_response(held[1])
+        assert status == 200, status
+        rejected = run.parse_metrics(text.decode())[
+            ("attnbias_rejected_total", frozenset({("reason", "per_ip_limit")}))]
+        assert rejected >= 1, rejected
+    finally:
+        for s in held:
+            s.close()
 
 
 def test_many_concurrent_hostile_connections(server):

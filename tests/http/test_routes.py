@@ -1,9 +1,9 @@
 """test_routes.py: the /v1 routes of attnbiasd against float64 numpy
-references written here from spec/methods.md and spec/README.md (never
+references written here from docs/methods.md (never
 against the server's own output), in every request tensor form (nested,
 flat, b64, safetensors) and every response form (JSON, JSON+b64,
 safetensors, npy; PNG for /v1/bias); the worked examples of
-spec/worked-examples.md; the 400s with their `field` pointers; the 413
+docs/methods.md#worked-examples; the 400s with their `field` pointers; the 413
 budgets; X-Attnbias-Ignored; and GET /v1/methods checked against what the
 routes actually accept (every listed parameter is accepted and not reported
 as ignored, its range and choices are enforced at the listed pointer, and
@@ -39,7 +39,7 @@ RESPONSES = ("json", "b64", "safetensors", "npy")
 
 
 def _jnum(x):
-    """A float as JSON: non-finite values are strings (API.md)."""
+    """A float as JSON: non-finite values are strings (docs/http.md)."""
     x = float(x)
     if math.isnan(x):
         return "nan"
@@ -55,7 +55,7 @@ def _nested(a):
 
 
 def json_tensor(arr, form):
-    """One tensor in a JSON form of API.md (arr keeps its dtype for b64)."""
+    """One tensor in a JSON form of docs/http.md (arr keeps its dtype for b64)."""
     arr = np.asarray(arr)
     if form == "nested":
         return _nested(arr.astype(np.float64))
@@ -223,7 +223,7 @@ def each_form(server, route, params, tensors, outputs, check, pick_all=True):
 
 
 # ===========================================================================
-# float64 references (spec/methods.md, spec/README.md decisions)
+# float64 references (docs/methods.md, its formulas and decisions)
 # ===========================================================================
 
 def ref_sinusoidal(pos, dim, base=10000.0, layout="interleaved"):
@@ -294,7 +294,7 @@ def ref_rope_inv_freq(rot, theta=10000.0, rtype="default", seq_len=None, **s):
         inv = np.where(wl < o / hi_f, inv, np.where(wl > o / lo_f, inv / f, mid))
     elif rtype == "longrope":
         ext = np.asarray(s["long_factor"] if seq_len > orig else s["short_factor"],
-                         dtype=np.float32).astype(np.float64)
+                         dtype=np.float64)
         inv = 1.0 / (ext * theta ** (2.0 * k / rot))
         f = s.get("factor") or s["max_position_embeddings"] / orig
         if s.get("attention_factor") is not None:
@@ -540,7 +540,7 @@ def test_encodings_integer_count_and_x(server):
 
 
 def test_encodings_worked_examples(server):
-    # spec/worked-examples.md 1a-1e and 2 (printed to 7 digits).
+    # docs/methods.md#example-1-sinusoidal-encodings (1a-1e) and example 2.
     ex1a = [[0, 1, 0, 1, 0, 1, 0, 1],
             [0.841471, 0.5403023, 0.09983342, 0.9950042, 0.009999833, 0.99995, 0.0009999998, 0.9999995],
             [0.9092974, -0.4161468, 0.1986693, 0.9800666, 0.01999867, 0.9998, 0.001999999, 0.999998],
@@ -808,7 +808,7 @@ def test_rope_apply_xpos(server):
 
 
 def test_rope_worked_examples(server):
-    # spec/worked-examples.md 6-10.
+    # docs/methods.md#worked-examples 6-10.
     x = np.arange(1, 9, dtype=np.float32)[None, :]
     ex = {
         (False, 1): [-3.667053, 1.391008, 2.929851, 3.991998, 3.542983, 6.169692, 7.02965, 8.003996],
@@ -970,6 +970,122 @@ def test_rope_errors(server):
         r = call(server, "/v1/rope", {"head_dim": 8, "positions": [0, pos]})
         bad(r, "/positions/1", what=repr(pos))
         assert r.problem["detail"].endswith(shown), r.problem
+
+
+# ---------------------------------------------------------------------------
+# parameters that stay in double, positions that default
+
+
+def _not_float32(a):
+    """a as float64, asserting float32 holds none of its values exactly."""
+    a = np.asarray(a, dtype=np.float64)
+    assert np.all(a.astype(np.float32).astype(np.float64) != a), a
+    return a
+
+
+def test_rope_longrope_lists_stay_double_near_4096(server):
+    """LongRoPE factor lists that float32 cannot hold, at positions near
+    4096, where a float32 rounding of a factor (relative 6e-8) moves an
+    angle by about 2e-4: the answers match the float64 reference only if
+    the lists reach the library whole.  Every request form (nested lists,
+    flat data, float64 base64, safetensors), both lists (the switch at
+    seq_len > original), tables, rotation and attention's rope."""
+    g = rng(13)
+    rot = 64
+    short = _not_float32(1.0 + 3.0 * g.random(rot // 2))
+    long_ = _not_float32(2.0 + 30.0 * g.random(rot // 2))
+    s = {"short_factor": short, "long_factor": long_, "max_position_embeddings": 16384,
+         "original_max_position_embeddings": 4096}
+    base = {"head_dim": rot, "max_position_embeddings": 16384,
+            "rope_scaling": {"rope_type": "longrope", "original_max_position_embeddings": 4096}}
+    lists = {"rope_scaling.short_factor": short, "rope_scaling.long_factor": long_}
+    q = g.normal(size=(1, 2, 14, rot)).astype(np.float32)
+    for seq_len in (4096, 4110):
+        pos = list(range(seq_len - 14, seq_len))
+        inv, att = ref_rope_inv_freq(rot, 10000.0, "longrope", seq_len, **s)
+        ang = ref_angles(pos, inv)
+        c, sn = ref_tables(ang, att, False)
+        # From float32-rounded lists the reference is far outside the
+        # tolerance, so these comparisons can fail.
+        s32 = dict(s, short_factor=short.astype(np.float32), long_factor=long_.astype(np.float32))
+        c32, _ = ref_tables(ref_angles(pos, ref_rope_inv_freq(rot, 10000.0, "longrope", seq_len,
+                                                              **s32)[0]), att, False)
+        assert np.max(np.abs(c32 - c)) > 10 * ATOL
+        for tr in TRANSPORTS:
+            what = "%s seq_len %d" % (tr, seq_len)
+            r = ok(call(server, "/v1/rope", dict(base, positions=pos, output_dtype="float64"), lists, tr),
+                   what)
+            # inv_freq is computed in double: float64 returns it whole.
+            close(r.out["inv_freq"], inv, rtol=1e-14, atol=0, what=what + " inv_freq")
+            # cos/sin: float32 roundings of values near 1 (and of the
+            # attention factor's product) are the only error.
+            close(r.out["cos"], c, rtol=0, atol=2.5e-7, what=what + " cos")
+            close(r.out["sin"], sn, rtol=0, atol=2.5e-7, what=what + " sin")
+        r = ok(call(server, "/v1/rope", dict(base, positions=pos), dict(lists, q=q), "b64"))
+        close(r.out["q"], ref_rope_apply(q, ang, att, False), what="q at %d" % seq_len)
+    # Attention's rope object reads the same lists.
+    k = g.normal(size=(1, 1, 5, rot)).astype(np.float32)
+    v = g.normal(size=(1, 1, 5, 8)).astype(np.float32)
+    qp, kp = list(range(4105, 4107)), list(range(4100, 4105))
+    q2 = q[:, :, :2]
+    inv, att = ref_rope_inv_freq(rot, 10000.0, "longrope", 4110, **s)
+    want, _, _ = ref_attention(ref_rope_apply(q2, ref_angles(qp, inv), att, False),
+                               ref_rope_apply(k, ref_angles(kp, inv), att, False), v)
+    rope = dict(base, seq_len=4110, q_positions=qp, k_positions=kp)
+    r = ok(call(server, "/v1/attention", {"rope": rope},
+                {"q": q2, "k": k, "v": v, "rope.rope_scaling.short_factor": short,
+                 "rope.rope_scaling.long_factor": long_}))
+    close(r.out["output"], want, what="attention")
+
+
+def _seq_last(x, layout):
+    """x with its sequence axis moved next to the last (bshd -> bhsd)."""
+    return np.swapaxes(x, -3, -2) if layout == "bshd" and x.ndim > 2 else x
+
+
+def test_rope_positions_default_to_the_sequence_axis(server):
+    """q and/or k without positions: 0..n-1 along the sequence axis of the
+    layout and rank, bit-identical to sending them; multi-axis RoPE reads
+    it as the count n (every axis: text tokens, i.e. 1-D RoPE); vision2d,
+    and tables without q or k, still need positions."""
+    g = rng(21)
+    S = 6
+    sc = {"factor": 4, "original_max_position_embeddings": 64}
+    req = {"head_dim": 16, "rope_scaling": dict(sc, rope_type="yarn")}
+    inv, att, ang, rot = _rope_ref(req, "yarn", sc, list(range(S)), None)
+    shapes = [("bhsd", (2, 3, S, 16)), ("bshd", (2, S, 3, 16)), ("bhsd", (3, S, 16)),
+              ("bshd", (S, 3, 16)), ("bhsd", (S, 16)), ("bshd", (S, 16))]
+    for layout, shape in shapes:
+        what = "%s %s" % (layout, shape)
+        x, y = (g.normal(size=shape).astype(np.float32) for _ in range(2))
+        r = ok(call(server, "/v1/rope", dict(req, layout=layout), {"q": x, "k": y}), what)
+        for name, t in (("q", x), ("k", y)):
+            want = _seq_last(ref_rope_apply(_seq_last(t, layout), ang, att, False), layout)
+            close(r.out[name], want, what="%s %s" % (what, name))
+        same = ok(call(server, "/v1/rope", dict(req, layout=layout, positions=list(range(S))),
+                       {"q": x, "k": y}), what)
+        for name in ("q", "k"):
+            assert np.array_equal(r.out[name], same.out[name]), what
+    # k alone, and xpos (q and k decay with their own positions).
+    y = g.normal(size=(2, S, 16)).astype(np.float32)
+    r = ok(call(server, "/v1/rope", req, {"k": y}))
+    close(r.out["k"], ref_rope_apply(y, ang, att, False), what="k alone")
+    xp = {"head_dim": 16, "rope_scaling": {"rope_type": "xpos"}}
+    r = ok(call(server, "/v1/rope", xp, {"q": y, "k": y}))
+    same = ok(call(server, "/v1/rope", dict(xp, positions=list(range(S))), {"q": y, "k": y}))
+    assert np.array_equal(r.out["q"], same.out["q"]) and np.array_equal(r.out["k"], same.out["k"])
+    # M-RoPE: the count n, every axis 0..n-1 -- 1-D RoPE.
+    mr = {"head_dim": 16, "rope_scaling": {"rope_type": "default", "mrope_section": [2, 3, 3]}}
+    r = ok(call(server, "/v1/rope", mr, {"q": y}))
+    for pos in (S, [list(range(S))] * 3):
+        same = ok(call(server, "/v1/rope", dict(mr, positions=pos), {"q": y}))
+        assert np.array_equal(r.out["q"], same.out["q"]), pos
+    inv1, _ = ref_rope_inv_freq(16)
+    close(r.out["q"], ref_rope_apply(y, ref_angles(list(range(S)), inv1), 1.0, False), what="mrope")
+    # Still required: a vision grid has no default order; tables have no n.
+    bad(call(server, "/v1/rope", {"head_dim": 16, "rope_scaling": {"rope_type": "vision2d"}},
+             {"q": y}), "/positions")
+    bad(call(server, "/v1/rope", {"head_dim": 16}), "/positions")
 
 
 # ===========================================================================
@@ -1149,7 +1265,7 @@ def test_bias_png(server):
                 {"table": np.ones((32, 2), np.float32)}, "safetensors", "png"))
     _png_chunks(r.body)
     bad(call(server, "/v1/bias", dict(req, head=4), resp="png"), "/head")
-    # PNG is only offered by /v1/bias.
+    # PNG is offered by /v1/bias and /v1/attention only.
     r = call(server, "/v1/rope", {"head_dim": 4, "positions": 2}, resp="png")
     assert r.status == 406, r.status
 
@@ -1206,6 +1322,84 @@ def test_bias_errors(server):
     for params, tensors, field in cases:
         for tr in ("nested", "safetensors"):
             bad(call(server, "/v1/bias", params, tensors, tr), field, what="%s %s" % (tr, params))
+
+
+def test_bias_parameter_lists_stay_double(server):
+    """Kerple's r1/r2 and FIRE's MLP are evaluated in double, from the
+    lists as sent: a power variant at distances near 2^40 (where a float32
+    r2 is off by ~1.3e-6 relative) and an MLP whose output cancels (float32
+    weights: ~1e-4) match float64 to float32's rounding of the result.
+    ALiBi's slopes are rounded once: within two float32 roundings."""
+    pq, j = geometry(2, 3, 2 ** 40)
+    d = np.abs(pq - j).astype(np.float64)
+    r1, r2 = _not_float32([0.7, 1.1]), _not_float32([1.3, 1.7])
+    want = -r1[:, None, None] * d[None] ** r2[:, None, None]
+    narrow = -r1[:, None, None] * d[None] ** r2.astype(np.float32).astype(np.float64)[:, None, None]
+    assert np.max(np.abs(narrow / want - 1)) > 1e-6
+    req = {"method": "kerple", "variant": "power", "num_heads": 2, "q_len": 2, "k_len": 3,
+           "q_offset": 2 ** 40}
+    for tr in TRANSPORTS:
+        r = ok(call(server, "/v1/bias", req, {"r1": r1, "r2": r2}, tr), tr)
+        close(r.out["bias"], want, rtol=3e-7, atol=0, what="kerple " + tr)
+
+    layers = [([[1.0], [1.0000001]], [0.1, 0.1000001]), ([[1000.0, -1000.0]], [0.25])]
+    tensors = {}
+    for i, (w, b) in enumerate(layers):
+        tensors["layers.%d.weight" % i] = np.array(w, np.float64)
+        tensors["layers.%d.bias" % i] = np.array(b, np.float64)
+    req = {"method": "fire", "num_heads": 3, "q_len": 20, "k_len": 20, "c": 0.5, "L": 8,
+           "causal": True, "layers": [{}, {}]}
+    want = ref_bias("fire", 3, 20, 20, causal=True, c=0.5, L=8, layers=layers)
+    f32 = [(np.float32(w), np.float32(b)) for w, b in layers]
+    narrow = ref_bias("fire", 3, 20, 20, causal=True, c=0.5, L=8, layers=f32)
+    fin = np.isfinite(want)
+    assert np.max(np.abs(narrow[fin] / want[fin] - 1)) > 1e-5
+    for tr in TRANSPORTS:
+        r = ok(call(server, "/v1/bias", req, tensors, tr), tr)
+        close(r.out["bias"], want, rtol=1e-6, atol=0, what="fire " + tr)
+
+    m = _not_float32([0.3, 1 / 3, 2 ** -8 + 2 ** -40])
+    pq, j = geometry(3, 7, 123456789012)
+    want = -m[:, None, None] * np.abs(pq - j).astype(np.float64)[None]
+    r = ok(call(server, "/v1/bias", {"method": "alibi", "num_heads": 3, "q_len": 3, "k_len": 7,
+                                     "q_offset": 123456789012}, {"slopes": m}))
+    close(r.out["bias"], want, rtol=2.5e-7, atol=0, what="alibi")
+    bad(call(server, "/v1/bias", {"method": "alibi", "num_heads": 2, "q_len": 3, "slopes": [1, 1e39]}),
+        "/slopes/1")
+
+
+def test_bias_t5_buckets_without_a_table(server):
+    """return: ["buckets"] needs no table: 32 buckets unless
+    relative_attention_num_buckets says otherwise, against Hugging Face's
+    _relative_position_bucket written above, and the same as a table of
+    that many rows gives.  Bias values still need the table."""
+    cases = [({}, 32, True, 128),
+             ({"relative_attention_num_buckets": 64, "bidirectional": False,
+               "relative_attention_max_distance": 300}, 64, False, 300),
+             ({"relative_attention_num_buckets": 8}, 8, True, 128)]
+    for kw, nb, bidir, md in cases:
+        for q_len, k_len, q_offset in ((7, 300, None), (3, 500, 0), (1, 1001, 500)):
+            req = dict(kw, method="t5", num_heads=2, q_len=q_len, k_len=k_len, **{"return": ["buckets"]})
+            if q_offset is not None:
+                req["q_offset"] = q_offset
+            want, _ = ref_t5_buckets(q_len, k_len, q_offset, nb=nb, bidirectional=bidir, md=md)
+            r = ok(call(server, "/v1/bias", req), str(req))
+            assert list(r.out) == ["buckets"], list(r.out)
+            assert np.array_equal(r.out["buckets"], want), req
+            t = ok(call(server, "/v1/bias", req, {"table": np.zeros((nb, 2), np.float32)}, "b64"))
+            assert np.array_equal(t.out["buckets"], want), req
+    req = {"method": "t5", "num_heads": 2, "q_len": 8, "k_len": 8, "return": ["buckets"]}
+    r = call(server, "/v1/bias", req, resp="png")
+    assert r.status == 200 and r.body[:8] == b"\x89PNG\r\n\x1a\n", r.status
+    table = {"table": np.zeros((32, 2), np.float32)}
+    bad(call(server, "/v1/bias", dict(req, **{"return": ["bias", "buckets"]})), "/table")
+    bad(call(server, "/v1/bias", dict(req, relative_attention_num_buckets=2)),
+        "/relative_attention_num_buckets")
+    bad(call(server, "/v1/bias", dict(req, relative_attention_num_buckets=16), table),
+        "/relative_attention_num_buckets")
+    q, k, v = _qkv(2, Hq=2, Hkv=1)
+    bad(call(server, "/v1/attention", {"bias": {"method": "t5"}}, {"q": q, "k": k, "v": v}),
+        "/bias/table")
 
 
 # ===========================================================================
@@ -1360,7 +1554,7 @@ def test_attention_layouts_ranks_and_rope(server):
 
 
 def test_attention_worked_examples(server):
-    # spec/worked-examples.md 12: bshd, q (1,3,2,4), k, v (1,4,1,4), GQA.
+    # docs/methods.md#example-12-attention: bshd, q (1,3,2,4), k, v (1,4,1,4), GQA.
     q = ((np.arange(24) % 7 - 3) / 4).reshape(1, 3, 2, 4).astype(np.float32)
     k = ((np.arange(16) % 5 - 2) / 3).reshape(1, 4, 1, 4).astype(np.float32)
     v = (((3 * np.arange(16)) % 11 - 5) / 5).reshape(1, 4, 1, 4).astype(np.float32)
@@ -1599,7 +1793,7 @@ VALID = {
     "rope_scaling": {"rope_type": "default"}, "q": _Z(3, 8), "k": _Z(3, 8), "q_offset": 1,
     "k_len": 4, "window": [1, 0], "sliding_window": 2, "slopes": [1.0, 1.0],
     "relative_attention_num_buckets": 32, "scale": 0.5, "kv_lens": [3], "attn_bias": _Z(2, 3),
-    "rope": {}, "bias": {"method": "none"}, "output": "encoding",
+    "rope": {}, "bias": {"method": "none"}, "output": "encoding", "heads": [0],
     ("attention rope", "head_dim"): 4, ("attention rope", "rotary_dim"): 4,
     ("attention rope", "q_positions"): [0, 1], ("attention rope", "k_positions"): [0, 1, 2],
     ("attention rope", "mrope_section"): [1, 1, 0], ("encodings learned", "dim"): 2,

@@ -177,6 +177,44 @@ def test_raw_http_over_the_socket(start):
         assert json.loads(body) == {"status": "ok"}, body
 
 
+def test_connection_bounds_over_the_socket(start):
+    """The bounds of TCP connections hold here too, but the per-address
+    one (a Unix-domain client has no address): four connections live past
+    --max-connections-per-ip 1, headers that never end are cut after
+    --header-timeout-s, and a refused body sent before reading is drained
+    so that its client reads the 413."""
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = start("--unix-socket", sock_path(tmp), "--max-connections-per-ip", "1",
+                    "--header-timeout-s", "2", "--max-body-mb", "1", "--linger-s", "600")
+        get = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        socks = [srv.connect() for _ in range(4)]
+        try:
+            for s in socks:
+                s.sendall(get)
+                assert run.read_response(s)[0] == 200
+        finally:
+            for s in socks:
+                s.close()
+        s = srv.connect(timeout=30)
+        try:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Never: ends")
+            assert s.recv(100) == b""  # closed by the server, no answer
+        finally:
+            s.close()
+        s = srv.connect(timeout=30)
+        try:
+            s.sendall(b"POST /v1/bias HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % (8 << 20) + b" " * (8 << 20))
+            status, headers, body, _ = run.read_response(s)
+        finally:
+            s.close()
+        assert status == 413 and headers["connection"].lower() == "close", (status, headers)
+        assert "max-body-mb" in json.loads(body)["detail"], body
+        m = srv.metrics()
+        assert m[("attnbias_rejected_total", frozenset({("reason", "header_timeout")}))] == 1
+        assert m[("attnbias_rejected_total", frozenset({("reason", "per_ip_limit")}))] == 0
+
+
 def connect_as_nobody(path):
     """errno of connect(path) made by user nobody (0 on success)."""
     code = ("import socket, sys\n"

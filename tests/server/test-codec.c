@@ -471,6 +471,56 @@ TEST(codec_tensor_nested_rows_lifted)
   return 0;
 }
 
+/* srv_codec_tensor_as(..., AB_DTYPE_F64): numbers written in JSON keep
+ * every digit in all the paths they take (jansson nodes, a lifted row, the
+ * fast "data" reader); an explicit dtype still decides, and the plain
+ * srv_codec_tensor still gives float32. */
+TEST(codec_tensor_as_f64_keeps_json_digits)
+{
+  static const char *const nums[3] = {"1.0000001", "3.141592653589793",
+                                      "0.1"};
+  struct srv_call c;
+  struct srv_err err;
+  struct ab_tensor t;
+  char body[4096];
+  size_t n = 0;
+  int i;
+
+  /* Three numbers (nodes), five (a lifted row), 70 (the "data" reader). */
+  n += (size_t)snprintf(body + n, sizeof body - n,
+                        "{\"a\": [%s, %s, %s], \"b\": [%s, %s, %s, %s, %s], "
+                        "\"c\": {\"shape\": [70], \"data\": [",
+                        nums[0], nums[1], nums[2], nums[2], nums[1], nums[0],
+                        nums[1], nums[2]);
+  for (i = 0; i < 70; i++)
+    n += (size_t)snprintf(body + n, sizeof body - n, "%s%.17g", i ? ", " : "",
+                          (i + 1) * 0.1);
+  snprintf(body + n, sizeof body - n,
+           "]}, \"d\": {\"shape\": [2], \"dtype\": \"float32\", \"data\": "
+           "[0.1, 1.0000001]}}");
+  call_init(&c, "application/json", NULL, body);
+  CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
+  CHECK_EQ_I64(srv_codec_tensor_as(&c, "a", 1, AB_DTYPE_F64, &t, &err), 1);
+  CHECK_EQ_I64(t.dtype, AB_DTYPE_F64);
+  for (i = 0; i < 3; i++)
+    CHECK(((double *)t.data)[i] == strtod(nums[i], NULL));
+  CHECK_EQ_I64(srv_codec_tensor_as(&c, "b", 1, AB_DTYPE_F64, &t, &err), 1);
+  CHECK(((double *)t.data)[0] == 0.1 && ((double *)t.data)[2] == 1.0000001 &&
+        ((double *)t.data)[3] == 3.141592653589793);
+  CHECK_EQ_I64(srv_codec_tensor_as(&c, "c", 1, AB_DTYPE_F64, &t, &err), 1);
+  CHECK_EQ_I64(t.dtype, AB_DTYPE_F64);
+  for (i = 0; i < 70; i++)
+    CHECK(((double *)t.data)[i] == (i + 1) * 0.1);
+  CHECK_EQ_I64(srv_codec_tensor_as(&c, "d", 1, AB_DTYPE_F64, &t, &err), 1);
+  CHECK_EQ_I64(t.dtype, AB_DTYPE_F32);
+  CHECK(((float *)t.data)[1] == 1.0000001f);
+  CHECK_EQ_I64(srv_codec_tensor(&c, "a", 1, &t, &err), 1);
+  CHECK_EQ_I64(t.dtype, AB_DTYPE_F32);
+  CHECK(((float *)t.data)[0] == 1.0000001f);
+  call_free(&c);
+  return 0;
+}
+
 TEST(codec_tensor_absent_optional)
 {
   struct srv_call c;

@@ -219,7 +219,7 @@ TEST(params_errors_name_the_pointer)
 }
 
 /* Unknown members are listed by name, nested ones by dotted path, with
- * what a header list cannot carry percent-encoded (srv_codec_ignored_add):
+ * what a header list cannot carry percent-encoded (srv_config_ignore):
  * the separators ',' and '.', '%', control bytes and non-ASCII. */
 TEST(params_unknown_members_are_listed_safely)
 {
@@ -531,6 +531,54 @@ TEST(params_rope_positions_forms)
                                   1, 1, 4, &pos, &n, &mx, &err),
                -1);
   CHECK(strstr(err.detail, "3 positions") != NULL);
+  /* No positions: the count form of the tensors' n, on every axis. */
+  CHECK_EQ_I64(srv_rope_positions(&c, NULL, "/p", 3, 1, 4, &pos, &n, &mx,
+                                  &err),
+               0);
+  CHECK_EQ_I64(n, 4);
+  CHECK_EQ_I64(mx, 3);
+  CHECK(pos[0] == 0 && pos[3] == 3 && pos[4] == 0 && pos[11] == 3);
+  call_free(&c);
+  return 0;
+}
+
+/* /v1/rope with q but no positions rotates q at 0..n-1 along its sequence
+ * axis: here [S, H, D] in bshd, so n = 3 and row s of every head turns by
+ * s * inv_freq.  Without q or k, and for vision2d, positions stay
+ * required. */
+TEST(params_rope_default_positions)
+{
+  struct srv_call c;
+  struct srv_err err;
+  const float *got;
+  double ang, want;
+  int s, h, k;
+
+  call_init(&c, "{\"layout\": \"bshd\", \"q\": [[[1, 0, 0, 0], [0, 0, 1, 0]], "
+                "[[1, 0, 0, 0], [0, 0, 1, 0]], [[1, 0, 0, 0], [0, 0, 1, 0]]]}");
+  CHECK_EQ_I64(srv_h_rope(&c, &err), 0);
+  CHECK_EQ_I64(c.njobs, 1);
+  CHECK_OK(ab_job_run_all(c.jobs[0]));
+  got = c.outputs[0].t.data;
+  /* head 0 holds x0 = 1 (pair 0: x0, x2), head 1 x2 = 1. */
+  for (s = 0; s < 3; s++)
+    for (h = 0; h < 2; h++)
+      for (k = 0; k < 4; k++) {
+        ang = s * 1.0; /* pair 0: inv_freq 1 */
+        want = h == 0 ? (k == 0 ? cos(ang) : k == 2 ? sin(ang) : 0)
+                      : (k == 0 ? -sin(ang) : k == 2 ? cos(ang) : 0);
+        CHECK_CLOSE(got[(s * 2 + h) * 4 + k], want, 1e-6, 1e-7);
+      }
+  call_free(&c);
+
+  call_init(&c, "{\"head_dim\": 8}");
+  CHECK_EQ_I64(srv_h_rope(&c, &err), -1);
+  CHECK_STR(err.field, "/positions");
+  call_free(&c);
+  call_init(&c, "{\"rope_scaling\": {\"rope_type\": \"vision2d\"}, "
+                "\"q\": [[1, 0, 0, 0, 0, 0, 0, 0]]}");
+  CHECK_EQ_I64(srv_h_rope(&c, &err), -1);
+  CHECK_STR(err.field, "/positions");
   call_free(&c);
   return 0;
 }
@@ -728,6 +776,136 @@ TEST(params_bias_handler_alibi)
                 "\"return\": [\"buckets\"]}");
   CHECK_EQ_I64(srv_h_bias(&c, &err), -1);
   CHECK_STR(err.field, "/return");
+  call_free(&c);
+  return 0;
+}
+
+/* ==== parameters that stay in double =================================== */
+
+/* LongRoPE's factor lists reach the library with every digit the JSON
+ * had, in either tensor form; inv_freq comes back as float64 (the codec
+ * rounds it once to the output dtype). */
+TEST(params_rope_factor_lists_stay_double)
+{
+  static const double lf[8] = {1.0000001, 2.2222222, 3.1415926535, 4.4,
+                               7.0000007, 9.9, 13.7, 21.1};
+  struct srv_call c;
+  struct srv_err err;
+  struct srv_pctx pc;
+  struct srv_rope_cfg cfg;
+  const double *inv;
+  int k;
+
+  call_init(&c, "{\"head_dim\": 16, \"positions\": [4090, 4101], "
+                "\"max_position_embeddings\": 16384, \"rope_scaling\": "
+                "{\"rope_type\": \"longrope\", "
+                "\"original_max_position_embeddings\": 4096, "
+                "\"short_factor\": [1.0000001, 1.1, 1.23456789, 1.5, "
+                "2.0000003, 3.3, 4.7, 5.1], \"long_factor\": {\"shape\": [8], "
+                "\"data\": [1.0000001, 2.2222222, 3.1415926535, 4.4, "
+                "7.0000007, 9.9, 13.7, 21.1]}}}");
+  memset(&cfg, 0, sizeof cfg);
+  CHECK_EQ_I64(srv_pctx_root(&c, &pc, &err), 0);
+  CHECK_EQ_I64(srv_rope_parse(&pc, c.params, 0, &cfg, &err), 0);
+  for (k = 0; k < 8; k++)
+    CHECK(cfg.p.long_factor[k] == lf[k]);
+  CHECK(cfg.p.short_factor[0] == 1.0000001 && cfg.p.short_factor[2] == 1.23456789);
+  CHECK_EQ_I64(srv_h_rope(&c, &err), 0);
+  CHECK_STR(c.outputs[0].name, "inv_freq");
+  CHECK_EQ_I64(c.outputs[0].t.dtype, AB_DTYPE_F64);
+  inv = c.outputs[0].t.data; /* seq_len 4102 > 4096: the long list */
+  for (k = 0; k < 8; k++)
+    CHECK_CLOSE(inv[k], 1.0 / (lf[k] * pow(10000.0, 2.0 * k / 16)), 1e-14, 0);
+  call_free(&c);
+
+  /* A list of the wrong length names itself and rotary_dim/2. */
+  call_init(&c, "{\"head_dim\": 16, \"positions\": 3, \"rope_scaling\": "
+                "{\"rope_type\": \"longrope\", "
+                "\"original_max_position_embeddings\": 4096, "
+                "\"short_factor\": [1, 2], \"long_factor\": [1, 2]}}");
+  CHECK_EQ_I64(srv_h_rope(&c, &err), -1);
+  CHECK_STR(err.field, "/rope_scaling/short_factor");
+  CHECK(strstr(err.detail, "rotary_dim/2 = 8") != NULL);
+  call_free(&c);
+  return 0;
+}
+
+/* Kerple's r1/r2 and ALiBi's slopes go to the library in double (it keeps
+ * Kerple's, and rounds the slopes for its float32 table). */
+TEST(params_bias_head_lists_stay_double)
+{
+  struct srv_call c;
+  struct srv_err err;
+  struct srv_pctx pc;
+  struct ab_bias_params p;
+
+  call_init(&c, "{\"r1\": [0.7, 1.0000001], \"r2\": {\"shape\": [2], "
+                "\"data\": [1.3, 0.1]}, \"slopes\": [0.3, 0.1]}");
+  CHECK_EQ_I64(srv_pctx_root(&c, &pc, &err), 0);
+  ab_bias_params_init(&p);
+  p.method = AB_BIAS_KERPLE;
+  p.num_heads = 2;
+  p.kerple_power = 0;
+  CHECK_EQ_I64(srv_bias_parse_method(&pc, c.params, &p, &err), 0);
+  CHECK(p.r1 == NULL && p.r2 == NULL);
+  CHECK(p.r1_f64[1] == 1.0000001 && p.r2_f64[0] == 1.3 && p.r2_f64[1] == 0.1);
+  ab_bias_params_init(&p);
+  p.method = AB_BIAS_ALIBI;
+  p.num_heads = 2;
+  CHECK_EQ_I64(srv_bias_parse_method(&pc, c.params, &p, &err), 0);
+  CHECK(p.slopes == NULL && p.slopes_f64[0] == 0.3 && p.slopes_f64[1] == 0.1);
+  p.num_heads = 3;
+  CHECK_EQ_I64(srv_bias_parse_method(&pc, c.params, &p, &err), -1);
+  CHECK_STR(err.field, "/slopes");
+  CHECK(strstr(err.detail, "num_heads = 3") != NULL);
+  call_free(&c);
+  return 0;
+}
+
+/* T5 buckets need no table: 32 buckets by default (Hugging Face's), or
+ * relative_attention_num_buckets.  Expected buckets from HF's
+ * _relative_position_bucket (max distance 128): bidirectional 32, and
+ * causal 64 (exact below 32, keys after the query in bucket 0). */
+TEST(params_t5_buckets_without_table)
+{
+  static const struct { int rel, b32, b64c; } want[] = {
+      {0, 0, 0},     {-1, 1, 1},     {1, 17, 0},     {-4, 4, 4},
+      {-8, 8, 8},    {-12, 9, 12},   {-20, 10, 20},  {8, 24, 0},
+      {-30, 11, 30}, {-100, 15, 58}, {-200, 15, 63}, {500, 31, 0},
+      {-500, 15, 63}};
+  struct srv_call c;
+  struct srv_err err;
+  const int32_t *b;
+  size_t i;
+  int pass;
+
+  for (pass = 0; pass < 2; pass++) {
+    call_init(&c, pass ? "{\"method\": \"t5\", \"num_heads\": 2, \"q_len\": 1, "
+                         "\"k_len\": 1001, \"q_offset\": 500, \"return\": "
+                         "[\"buckets\"], \"bidirectional\": false, "
+                         "\"relative_attention_num_buckets\": 64}"
+                       : "{\"method\": \"t5\", \"num_heads\": 2, \"q_len\": 1, "
+                         "\"k_len\": 1001, \"q_offset\": 500, \"return\": "
+                         "[\"buckets\"]}");
+    CHECK_EQ_I64(srv_h_bias(&c, &err), 0);
+    CHECK_EQ_I64(c.njobs, 1);
+    CHECK_OK(ab_job_run_all(c.jobs[0]));
+    CHECK_STR(c.outputs[0].name, "buckets");
+    b = c.outputs[0].t.data;
+    for (i = 0; i < sizeof want / sizeof want[0]; i++)
+      if (b[500 + want[i].rel] != (pass ? want[i].b64c : want[i].b32))
+        FAIL_AT("pass %d: rel %d has bucket %d, want %d", pass, want[i].rel,
+                (int)b[500 + want[i].rel],
+                pass ? want[i].b64c : want[i].b32);
+    call_free(&c);
+  }
+
+  /* Bias values still need the table, named; so does attention. */
+  call_init(&c, "{\"method\": \"t5\", \"num_heads\": 2, \"q_len\": 4, "
+                "\"return\": [\"bias\", \"buckets\"]}");
+  CHECK_EQ_I64(srv_h_bias(&c, &err), -1);
+  CHECK_EQ_I64(err.http, 400);
+  CHECK_STR(err.field, "/table");
   call_free(&c);
   return 0;
 }

@@ -250,14 +250,15 @@ TEST(err_from_library_status)
 
 /* ---- routes ----------------------------------------------------------- */
 
-/* API.md "Routes", written out independently of routes.def. */
+/* docs/http.md#routes, written out independently of routes.def. */
 static const struct {
   const char *method, *path;
   int public_;
 } g_api_routes[] = {
     {"GET", "/healthz", 1},       {"GET", "/readyz", 1},
     {"GET", "/metrics", 1},       {"GET", "/openapi.yaml", 1},
-    {"GET", "/v1/methods", 0},    {"POST", "/v1/encodings", 0},
+    {"GET", "/v1/methods", 0},    {"GET", "/v1/models", 0},
+    {"POST", "/v1/encodings", 0},
     {"POST", "/v1/rope", 0},      {"POST", "/v1/bias", 0},
     {"POST", "/v1/attention", 0},
 };
@@ -289,9 +290,13 @@ TEST(routes_match_api_md)
     for (j = i + 1; j < n; j++)
       CHECK(strcmp(tab[i].name, tab[j].name) != 0);
   }
-  /* Only /v1/bias may answer image/png. */
+  /* Only /v1/bias and /v1/attention may answer image/png, and they draw
+   * it in their finish. */
   CHECK(srv_route_find("POST", "/v1/bias", &e)->flags & SRV_ROUTE_PNG);
+  CHECK(srv_route_find("POST", "/v1/attention", &e)->flags & SRV_ROUTE_PNG);
+  CHECK(srv_route_find("POST", "/v1/attention", &e)->finish != NULL);
   CHECK(!(srv_route_find("POST", "/v1/rope", &e)->flags & SRV_ROUTE_PNG));
+  CHECK(!(srv_route_find("POST", "/v1/encodings", &e)->flags & SRV_ROUTE_PNG));
   return 0;
 }
 
@@ -356,6 +361,34 @@ TEST(config_defaults)
   CHECK_STR(cfg.api_key, "");
   CHECK_EQ_I64(cfg.threads, srv_config_cpus());
   CHECK(cfg.threads >= 1 && cfg.http_threads >= 2);
+  /* Connection bounds (README, "Limits and slow clients"). */
+  CHECK_EQ_I64(cfg.max_connections_per_ip, 512);
+  CHECK(cfg.header_timeout_s == 10 && cfg.body_grace_s == 10);
+  CHECK(cfg.body_min_rate_kb == 64 && cfg.linger_s == 5);
+  CHECK(cfg.linger_mb == 256 + 8); /* --max-body-mb + 8 */
+  CHECK_EQ_I64(cfg.linger_max, 128);
+  return 0;
+}
+
+TEST(config_linger_mb_follows_the_body_cap)
+{
+  struct srv_config cfg;
+  enum srv_action act;
+  char msg[256];
+  const char *follows[] = {"attnbiasd", "--max-body-mb", "1000"};
+  const char *given[] = {"attnbiasd", "--max-body-mb", "1", "--linger-mb",
+                         "9"};
+  const char *under[] = {"attnbiasd", "--max-body-mb", "1", "--linger-mb",
+                         "8.5"};
+
+  CHECK_EQ_I64(load(&cfg, &act, msg, sizeof msg, 3, follows), 0);
+  CHECK(cfg.linger_mb == 1008);
+  CHECK_EQ_I64(load(&cfg, &act, msg, sizeof msg, 5, given), 0);
+  CHECK(cfg.linger_mb == 9);
+  /* Under the cap + 8 MiB a client sending a refused body within the cap
+   * before it reads could get a reset: refused, naming both flags. */
+  CHECK_EQ_I64(load(&cfg, &act, msg, sizeof msg, 5, under), -1);
+  CHECK(strstr(msg, "--linger-mb") && strstr(msg, "--max-body-mb"));
   return 0;
 }
 
@@ -391,6 +424,9 @@ TEST(config_rejects_bad_values_naming_the_flag)
       {"--max-body-mb", "0"},    {"--max-body-mb", "nan"},
       {"--timeout-s", "inf"},    {"--max-connections", ""},
       {"--drain-s", "-2"},       {"--host", ""},
+      {"--header-timeout-s", "0"}, {"--body-grace-s", "-1"},
+      {"--body-min-rate-kb", "0"}, {"--linger-s", "0"},
+      {"--linger-max", "0"},     {"--max-connections-per-ip", "0"},
       {"--api-key-file", "/nonexistent/attnbias-key"},
   };
   struct srv_config cfg;

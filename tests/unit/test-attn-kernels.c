@@ -4,11 +4,13 @@
  * attentions computed with each ISA's table against the reference table.
  *
  * Tolerances, per kernel:
- *   qk_tile, pv_tile: |got - ref| <= 4 * n * 2^-24 * sum |a_t * b_t| (+1e-30),
+ *   qk_tile, pv_tile, qk_rows, pv_rows (k, v of each element type):
+ *     |got - ref| <= 4 * n * 2^-24 * sum |a_t * b_t| (+1e-30),
  *     the bound of two differently rounded length-n float sums (FMA vs
  *     multiply-then-add, n the reduction length);
  *   softmax_tile: probabilities within 4e-6 relative (exp to a few ulp,
  *     tanh-capped scores to a few ulp of softcap), max and sum likewise;
+ *   widen: exact;
  *   exp alone: at most 2 ulp from the double result on [-87.3, 0];
  *   whole attention: rtol 2e-5, atol 2e-6 between ISAs. */
 #include "attn-internal.h"
@@ -39,33 +41,49 @@ static void fill(float *p, int64_t n, double lo, double hi)
 
 /* ==== tile products ===================================================== */
 
+/* Whether two ISAs' score tiles s1, s2 ([nk][ld], m rows) differ by more
+ * than the bound above for k rows kf[j*ldk + c] and queries q(i, c) =
+ * q[i*qi + c*qc], sums scaled by `scale`; the first difference is
+ * printed. */
+static int scores_differ(const char *what, const struct ab__kernels *k,
+                         const float *s1, const float *s2, int64_t ld,
+                         const float *kf, int64_t ldk, const float *q,
+                         int64_t qi, int64_t qc, double scale, int64_t nk,
+                         int64_t d, int64_t m)
+{
+  int64_t i, j, c;
+
+  for (j = 0; j < nk; j++)
+    for (i = 0; i < m; i++) {
+      double mag = 0;
+      for (c = 0; c < d; c++)
+        mag += fabs((double)kf[j * ldk + c] * q[i * qi + c * qc]) * scale;
+      if (fabs((double)s1[j * ld + i] - s2[j * ld + i]) >
+          4.0 * (double)d * 0x1p-24 * mag + 1e-30) {
+        fprintf(stderr, "  %s %s nk %lld d %lld m %lld at (%lld,%lld): %.9g "
+                        "vs %.9g\n",
+                what, k->isa, (long long)nk, (long long)d, (long long)m,
+                (long long)j, (long long)i, (double)s2[j * ld + i],
+                (double)s1[j * ld + i]);
+        return 1;
+      }
+    }
+  return 0;
+}
+
 static int qk_case(const struct ab__kernels *ref, const struct ab__kernels *k,
                    int64_t nk, int64_t d, int64_t m)
 {
-  int64_t ld = rup(m), ldk = d + 3, j, i, c;
+  int64_t ld = rup(m), ldk = d + 3;
   float *kk = falloc(nk * ldk), *qt = falloc(d * ld), *s1 = falloc(nk * ld),
         *s2 = falloc(nk * ld);
-  int bad = 0;
+  int bad;
 
   fill(kk, nk * ldk, -2, 2);
   fill(qt, d * ld, -2, 2);
   ref->attn.qk_tile(s1, ld, kk, ldk, qt, ld, nk, d, m);
   k->attn.qk_tile(s2, ld, kk, ldk, qt, ld, nk, d, m);
-  for (j = 0; j < nk && !bad; j++)
-    for (i = 0; i < m && !bad; i++) {
-      double mag = 0;
-      for (c = 0; c < d; c++)
-        mag += fabs((double)kk[j * ldk + c] * qt[c * ld + i]);
-      if (fabs((double)s1[j * ld + i] - s2[j * ld + i]) >
-          4.0 * (double)d * 0x1p-24 * mag + 1e-30) {
-        fprintf(stderr, "  qk %s nk %lld d %lld m %lld at (%lld,%lld): %.9g vs "
-                        "%.9g\n",
-                k->isa, (long long)nk, (long long)d, (long long)m,
-                (long long)j, (long long)i, (double)s2[j * ld + i],
-                (double)s1[j * ld + i]);
-        bad = 1;
-      }
-    }
+  bad = scores_differ("qk", k, s1, s2, ld, kk, ldk, qt, 1, ld, 1.0, nk, d, m);
   free(kk), free(qt), free(s1), free(s2);
   return bad;
 }
@@ -136,6 +154,177 @@ TEST(attn_kernels_qk_pv_parity)
         }
   }
   fprintf(stderr, "  %d ISA(s) besides ref tested\n", tested);
+  return 0;
+}
+
+/* ==== few-row kernels and widening ====================================== */
+
+/* n random elements of type e (float32 or the 16-bit bits of one) and the
+ * float each stands for. */
+static void *elem_array(int64_t n, enum ab__elem e, float *as_float)
+{
+  void *p = malloc((size_t)(n + 16) * 4);
+  int64_t i;
+
+  for (i = 0; i < n; i++) {
+    float x = (float)test_uniform(-2, 2);
+    if (e == AB__ELEM_BF16) {
+      ((uint16_t *)p)[i] = ab_f32_to_bf16(x);
+      as_float[i] = ab_bf16_to_f32(((uint16_t *)p)[i]);
+    } else if (e == AB__ELEM_F16) {
+      ((uint16_t *)p)[i] = ab_f32_to_f16(x);
+      as_float[i] = ab_f16_to_f32(((uint16_t *)p)[i]);
+    } else {
+      ((float *)p)[i] = as_float[i] = x;
+    }
+  }
+  return p;
+}
+
+static int rows_case(const struct ab__kernels *ref, const struct ab__kernels *k,
+                     enum ab__elem e, int64_t nk, int64_t d, int64_t m)
+{
+  const int64_t ld = rup(m), ldk = d + 3, ldq = d + 1, ldo = d + 2;
+  float *kf = falloc(nk * ldk), *q = falloc(m * ldq), *s1 = falloc(nk * ld);
+  float *s2 = falloc(nk * ld), *p = falloc(nk * ld), *alpha = falloc(ld);
+  float *o1 = falloc(m * ldo), *o2 = falloc(m * ldo), *w1 = falloc(nk * d);
+  float *w2 = falloc(nk * d);
+  void *kv = elem_array(nk * ldk, e, kf);
+  int64_t i, j, c;
+  int bad = 0;
+
+  fill(q, m * ldq, -2, 2);
+  fill(p, nk * ld, 0, 1);
+  fill(alpha, ld, 0, 1);
+  fill(o1, m * ldo, -3, 3);
+  memcpy(o2, o1, (size_t)(m * ldo) * 4);
+  /* Scores: k rows of type e (the reference reads them the same way). */
+  ref->attn.qk_rows(s1, ld, kv, ldk, e, q, ldq, nk, d, m);
+  k->attn.qk_rows(s2, ld, kv, ldk, e, q, ldq, nk, d, m);
+  bad = scores_differ(e == AB__ELEM_F32    ? "qk_rows f32"
+                      : e == AB__ELEM_BF16 ? "qk_rows bf16"
+                                           : "qk_rows f16",
+                      k, s1, s2, ld, kf, ldk, q, ldq, 1, 1.0, nk, d, m);
+  /* Output: the same array as values (rows ldk apart, d columns). */
+  ref->attn.pv_rows(o1, ldo, (nk & 1) ? alpha : NULL, kv, ldk, e, p, ld, nk,
+                    d, m);
+  k->attn.pv_rows(o2, ldo, (nk & 1) ? alpha : NULL, kv, ldk, e, p, ld, nk, d,
+                  m);
+  for (i = 0; i < m && !bad; i++)
+    for (c = 0; c < d && !bad; c++) {
+      double mag = fabs((double)o1[i * ldo + c]);
+      for (j = 0; j < nk; j++)
+        mag += fabs((double)kf[j * ldk + c] * p[j * ld + i]);
+      if (fabs((double)o1[i * ldo + c] - o2[i * ldo + c]) >
+          4.0 * (double)(nk + 2) * 0x1p-24 * mag + 1e-30) {
+        fprintf(stderr, "  pv_rows %s elem %d nk %lld d %lld m %lld at "
+                        "(%lld,%lld): %.9g vs %.9g\n",
+                k->isa, (int)e, (long long)nk, (long long)d, (long long)m,
+                (long long)i, (long long)c, (double)o2[i * ldo + c],
+                (double)o1[i * ldo + c]);
+        bad = 1;
+      }
+    }
+  /* Widening is exact. */
+  ref->attn.widen(w1, d, kv, ldk, e, nk, d);
+  k->attn.widen(w2, d, kv, ldk, e, nk, d);
+  for (j = 0; j < nk && !bad; j++)
+    for (c = 0; c < d && !bad; c++)
+      if (w2[j * d + c] != kf[j * ldk + c] || w1[j * d + c] != kf[j * ldk + c]) {
+        fprintf(stderr, "  widen %s elem %d at (%lld,%lld): %.9g / %.9g vs "
+                        "%.9g\n",
+                k->isa, (int)e, (long long)j, (long long)c,
+                (double)w2[j * d + c], (double)w1[j * d + c],
+                (double)kf[j * ldk + c]);
+        bad = 1;
+      }
+  free(kf), free(q), free(s1), free(s2), free(p), free(alpha), free(o1);
+  free(o2), free(w1), free(w2), free(kv);
+  return bad;
+}
+
+/* qk_tile_bf16 of every ISA that has it against the reference: keys and
+ * query pairs of bfloat16 values, odd and even d, edge tiles. */
+static int bf16_dot_case(const struct ab__kernels *ref,
+                         const struct ab__kernels *k, int64_t nk, int64_t d,
+                         int64_t m)
+{
+  const int64_t ld = rup(m), ldk = d + 5, np = (d + 1) / 2;
+  uint16_t *kb = malloc(sizeof(uint16_t) * (size_t)(nk * ldk + 2));
+  uint32_t *q2 = aligned_alloc(64, sizeof(uint32_t) * (size_t)(np * ld + 16));
+  float *s1 = falloc(nk * ld), *s2 = falloc(nk * ld);
+  float *kf = falloc(nk * ldk), *qf = falloc(d * ld);
+  const float scale = 0.125f;
+  int64_t i, c;
+  int bad;
+
+  for (i = 0; i < nk * ldk; i++) {
+    kb[i] = ab_f32_to_bf16((float)test_uniform(-2, 2));
+    kf[i] = ab_bf16_to_f32(kb[i]);
+  }
+  for (c = 0; c < np; c++)
+    for (i = 0; i < ld; i++) {
+      uint16_t lo = ab_f32_to_bf16((float)test_uniform(-2, 2));
+      uint16_t hi = 2 * c + 1 < d ? ab_f32_to_bf16((float)test_uniform(-2, 2))
+                                  : 0;
+      q2[c * ld + i] = (uint32_t)lo | (uint32_t)hi << 16;
+      qf[2 * c * ld + i] = ab_bf16_to_f32(lo);
+      if (2 * c + 1 < d)
+        qf[(2 * c + 1) * ld + i] = ab_bf16_to_f32(hi);
+    }
+  ref->attn.qk_tile_bf16(s1, ld, kb, ldk, q2, ld, nk, d, m, scale);
+  k->attn.qk_tile_bf16(s2, ld, kb, ldk, q2, ld, nk, d, m, scale);
+  bad = scores_differ("qk_tile_bf16", k, s1, s2, ld, kf, ldk, qf, 1, ld,
+                      scale, nk, d, m);
+  free(kb), free(q2), free(s1), free(s2), free(kf), free(qf);
+  return bad;
+}
+
+TEST(attn_kernels_bf16_dot_parity)
+{
+  static const int64_t nks[] = {1, 5, 6, 7, 64};
+  static const int64_t ds[] = {1, 2, 3, 64, 129};
+  static const int64_t ms[] = {1, 16, 17, 64, 100};
+  const struct ab__kernels *ref = ab__kernels_for("ref");
+  const char *const *isa;
+  size_t a, b, c;
+
+  for (isa = ab__isa_list(); *isa; isa++) {
+    const struct ab__kernels *k = ab__kernels_for(*isa);
+    if (!k || k == ref || k->attn.qk_tile_bf16 == ref->attn.qk_tile_bf16)
+      continue;
+    fprintf(stderr, "  %s: bfloat16 dot products, %s by default\n", k->isa,
+            k->attn.bf16_dot_fast ? "used" : "not used");
+    for (a = 0; a < sizeof nks / sizeof *nks; a++)
+      for (b = 0; b < sizeof ds / sizeof *ds; b++)
+        for (c = 0; c < sizeof ms / sizeof *ms; c++)
+          if (bf16_dot_case(ref, k, nks[a], ds[b], ms[c]))
+            return 1;
+  }
+  return 0;
+}
+
+TEST(attn_kernels_rows_parity)
+{
+  static const int64_t nks[] = {1, 3, 4, 5, 9, 64, 67};
+  static const int64_t ds[] = {1, 7, 16, 40, 128, 131};
+  static const int64_t ms[] = {1, 2, 3, 4, 5, 8, 16};
+  const struct ab__kernels *ref = ab__kernels_for("ref");
+  const char *const *isa;
+  size_t a, b, c;
+  int e;
+
+  for (isa = ab__isa_list(); *isa; isa++) {
+    const struct ab__kernels *k = ab__kernels_for(*isa);
+    if (!k || k == ref)
+      continue;
+    for (e = 0; e < 3; e++)
+      for (a = 0; a < sizeof nks / sizeof *nks; a++)
+        for (b = 0; b < sizeof ds / sizeof *ds; b++)
+          for (c = 0; c < sizeof ms / sizeof *ms; c++)
+            if (rows_case(ref, k, (enum ab__elem)e, nks[a], ds[b], ms[c]))
+              return 1;
+  }
   return 0;
 }
 
@@ -475,7 +664,7 @@ TEST(attn_kernels_whole_attention_parity)
         p.q_offset = 10;
       }
       for (x = 0; x < 2; x++) {
-        struct ab__attn_tuning tune = {x ? kn : ref, 0, 0};
+        struct ab__attn_tuning tune = {x ? kn : ref, 0, 0, 0, 0, 0};
         ab_job_t *job;
         p.out = o[x], p.weights = w[x], p.lse = lse[x];
         CHECK_OK(ab__attention_job_tuned(&p, &tune, &job));

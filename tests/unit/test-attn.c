@@ -1,6 +1,6 @@
 /* test-attn.c: fused attention against a float64 reference written here
  * (naive softmax over the full score matrix) and against the worked
- * examples of spec/worked-examples.md section 12; options, layouts, dtypes,
+ * examples of docs/methods.md#example-12-attention; options, layouts, dtypes,
  * strides, GQA, masks, biases, RoPE, errors and memory growth.  Kernel
  * parity between ISAs is in test-attn-kernels.c. */
 #include "attn-internal.h"
@@ -236,13 +236,16 @@ struct rcase {
   int64_t q_offset;
   int causal;
   int64_t wl, wr;
-  int kv_lens;       /* random kv_lens (0 .. Nk, including 0) */
+  int kv_lens;       /* random kv_lens (0 .. Nk, including 0); 2: and the
+                        first batch entry's is 0 */
   int ab_rank;       /* attn_bias rank 0 (none) .. 4 */
   int ab_ones;       /* bit f set: attn_bias dim f (of B,H,Nq,Nk) is 1 */
   int ab_dtype;
   double ab_ninf;    /* probability of a -inf attn_bias entry */
   int want_lse, want_w;
   int64_t max_rows, key_tile;
+  int64_t rows_max, splits; /* ab__attn_tuning's (0: the job's choice) */
+  int bf16_dot;
   const struct ab__kernels *kern;
 };
 
@@ -263,7 +266,8 @@ static void describe(const struct rcase *c)
           "  case: B%lld Hq%lld Hkv%lld Nq%lld Nk%lld D%lld Dv%lld layout %d "
           "rank %d/%d/%d dtypes %d/%d/%d strided %d scale %d:%g softcap %g "
           "q_offset %d:%lld causal %d window [%lld,%lld] kv_lens %d "
-          "attn_bias rank %d ones %x dtype %d ninf %g tiles %lldx%lld isa %s\n",
+          "attn_bias rank %d ones %x dtype %d ninf %g tiles %lldx%lld "
+          "rows_max %lld splits %lld bf16_dot %d isa %s\n",
           (long long)c->B, (long long)c->Hq, (long long)c->Hkv,
           (long long)c->Nq, (long long)c->Nk, (long long)c->D,
           (long long)c->Dv, c->layout, c->rank, c->krank, c->vrank, c->dq,
@@ -272,6 +276,7 @@ static void describe(const struct rcase *c)
           (long long)c->q_offset, c->causal, (long long)c->wl,
           (long long)c->wr, c->kv_lens, c->ab_rank, c->ab_ones, c->ab_dtype,
           c->ab_ninf, (long long)c->max_rows, (long long)c->key_tile,
+          (long long)c->rows_max, (long long)c->splits, c->bf16_dot,
           c->kern ? c->kern->isa : "default");
 }
 
@@ -285,7 +290,8 @@ static int run_case(const struct rcase *c, double rtol, double atol)
   struct tbuf tq, tk, tv, tab;
   struct ab_attn_params p;
   struct ref_opts o;
-  struct ab__attn_tuning tune = {c->kern, c->max_rows, c->key_tile};
+  struct ab__attn_tuning tune = {c->kern, c->max_rows, c->key_tile,
+                                 c->rows_max, c->splits, c->bf16_dot};
   int64_t nout = c->B * c->Hq * c->Nq * c->Dv, nrow = c->B * c->Hq * c->Nq;
   int64_t nw = nrow * c->Nk, i, b, h, r, j;
   int32_t *kvl = NULL;
@@ -322,6 +328,8 @@ static int run_case(const struct rcase *c, double rtol, double atol)
     kvl = malloc((size_t)c->B * sizeof *kvl);
     for (b = 0; b < c->B; b++)
       kvl[b] = (int32_t)test_randint(0, c->Nk);
+    if (c->kv_lens == 2)
+      kvl[0] = 0;
     p.kv_lens = o.kv_lens = kvl;
   }
   if (c->ab_rank) {
@@ -453,7 +461,7 @@ static int run_case(const struct rcase *c, double rtol, double atol)
 #define RTOL 1e-5
 #define ATOL 1e-6
 
-/* ==== worked examples (spec/worked-examples.md section 12) ============= */
+/* ==== worked examples (docs/methods.md#example-12-attention) ========== */
 
 /* q [1,3,2,4], k [1,4,1,4], v [1,4,1,4] in BSHD, filled by flat index. */
 struct worked {
@@ -1051,6 +1059,228 @@ TEST(attn_moderate_d128)
   return run_case(&c, RTOL, ATOL);
 }
 
+/* Decoding shapes: a few query rows per head (GQA groups of 4) against
+ * many keys, on the few-row kernels (and, for comparison, without them),
+ * with the keys split into chunks whose partial softmaxes are merged --
+ * causal, windows, kv_lens with a batch entry that sees no key at all
+ * (out 0, lse -inf), softcap and attn_bias; k and v float32, bfloat16 and
+ * float16; every ISA. */
+TEST(attn_decode_few_rows_split_keys)
+{
+  static const int64_t nqs[] = {1, 2, 3};
+  static const int64_t splits[] = {1, 3, 8};
+  static const int dts[] = {AB_DTYPE_F32, AB_DTYPE_BF16, AB_DTYPE_F16};
+  const char *const *isa;
+  struct rcase c;
+  size_t a, b, e;
+  int n = 0;
+
+  for (isa = ab__isa_list(); *isa; isa++) {
+    const struct ab__kernels *kn = ab__kernels_for(*isa);
+    if (!kn)
+      continue;
+    for (a = 0; a < sizeof nqs / sizeof *nqs; a++)
+      for (b = 0; b < sizeof splits / sizeof *splits; b++)
+        for (e = 0; e < sizeof dts / sizeof *dts; e++, n++) {
+          rcase_init(&c);
+          c.kern = kn;
+          c.B = 2;
+          c.Hq = 8;
+          c.Hkv = 2;
+          c.Nq = nqs[a];
+          c.Nk = 301 + 37 * (int64_t)a;
+          c.D = n % 2 ? 40 : 64;  /* a head dim that ends in a part vector */
+          c.Dv = n % 3 ? 24 : 72;
+          c.key_tile = 16 + 8 * (int64_t)(n % 3); /* few-row tiles of 64.. */
+          c.splits = splits[b];
+          c.rows_max = n % 4 == 3 ? -1 : 0; /* sometimes the tile kernels */
+          c.dk = c.dv = dts[e];
+          c.want_w = 0;
+          c.causal = n % 2;
+          c.kv_lens = 2;
+          if (n % 5 == 1)
+            c.wl = 90, c.wr = 7;
+          if (n % 5 == 2) {
+            c.softcap = 5.0;
+            c.ab_rank = 2;
+            c.ab_dtype = AB_DTYPE_F32;
+          }
+          if (run_case(&c, RTOL, ATOL))
+            return 1;
+        }
+  }
+  /* Weights asked for: the keys are not split (the weights need each
+   * row's final max and sum), whatever the tuning says. */
+  rcase_init(&c);
+  c.B = 1, c.Hq = 4, c.Hkv = 1, c.Nq = 1, c.Nk = 500, c.D = 32, c.Dv = 32;
+  c.splits = 5;
+  return run_case(&c, RTOL, ATOL);
+}
+
+/* bfloat16 and float16 k and v are read as they are, widened tile by tile:
+ * the results equal those of float32 tensors holding the same values
+ * (every product of 16-bit values is exact in float32), within the
+ * tolerance of two float32 summation orders -- dense, causal and decoding
+ * shapes, default blocking. */
+TEST(attn_16bit_kv_equals_float32)
+{
+  static const int64_t shapes[][4] = {
+      /* Hq, Hkv, Nq, Nk */
+      {4, 4, 150, 150}, {8, 2, 1, 3000}, {8, 2, 4, 700}, {2, 1, 70, 260}};
+  const int dts[2] = {AB_DTYPE_BF16, AB_DTYPE_F16};
+  size_t si;
+  int d, causal;
+
+  for (si = 0; si < sizeof shapes / sizeof *shapes; si++)
+    for (d = 0; d < 2; d++)
+      for (causal = 0; causal < 2; causal++) {
+        const int64_t Hq = shapes[si][0], Hkv = shapes[si][1];
+        const int64_t Nq = shapes[si][2], Nk = shapes[si][3], D = 64;
+        const int64_t qs[4] = {1, Hq, Nq, D}, ks[4] = {1, Hkv, Nk, D};
+        const int64_t nq = Hq * Nq * D, nk = Hkv * Nk * D;
+        int64_t i;
+        float *q = malloc(sizeof(float) * nq), *kf = malloc(sizeof(float) * nk);
+        float *vf = malloc(sizeof(float) * nk);
+        uint16_t *kh = malloc(2 * nk), *vh = malloc(2 * nk);
+        float *o32 = malloc(sizeof(float) * nq), *o16 = malloc(sizeof(float) * nq);
+        double *want = malloc(sizeof(double) * nq);
+        struct ab_tensor tq, tk, tv;
+        struct ab_attn_params p;
+
+        for (i = 0; i < nq; i++)
+          q[i] = (float)test_uniform(-1, 1);
+        for (i = 0; i < nk; i++) {
+          /* 16-bit values, and the same values as float32 */
+          float x = (float)test_uniform(-1, 1), y = (float)test_uniform(-1, 1);
+          kh[i] = dts[d] == AB_DTYPE_BF16 ? ab_f32_to_bf16(x) : ab_f32_to_f16(x);
+          vh[i] = dts[d] == AB_DTYPE_BF16 ? ab_f32_to_bf16(y) : ab_f32_to_f16(y);
+          kf[i] = dts[d] == AB_DTYPE_BF16 ? ab_bf16_to_f32(kh[i])
+                                          : ab_f16_to_f32(kh[i]);
+          vf[i] = dts[d] == AB_DTYPE_BF16 ? ab_bf16_to_f32(vh[i])
+                                          : ab_f16_to_f32(vh[i]);
+        }
+        CHECK_OK(ab_tensor_init(&tq, q, AB_DTYPE_F32, 4, qs));
+        ab_attn_params_init(&p);
+        p.q = &tq, p.k = &tk, p.v = &tv, p.causal = causal;
+        CHECK_OK(ab_tensor_init(&tk, kf, AB_DTYPE_F32, 4, ks));
+        CHECK_OK(ab_tensor_init(&tv, vf, AB_DTYPE_F32, 4, ks));
+        p.out = o32;
+        CHECK_OK(ab_attention(&p));
+        CHECK_OK(ab_tensor_init(&tk, kh, (enum ab_dtype)dts[d], 4, ks));
+        CHECK_OK(ab_tensor_init(&tv, vh, (enum ab_dtype)dts[d], 4, ks));
+        p.out = o16;
+        CHECK_OK(ab_attention(&p));
+        for (i = 0; i < nq; i++)
+          want[i] = o32[i];
+        if (!test_array_close(__FILE__, __LINE__, "16-bit k, v", o16, want,
+                              nq, 2e-5, 2e-6)) {
+          fprintf(stderr, "  shape %zu dtype %d causal %d\n", si, dts[d],
+                  causal);
+          return 1;
+        }
+        free(q), free(kf), free(vf), free(kh), free(vh), free(o32), free(o16);
+        free(want);
+      }
+  return 0;
+}
+
+/* bfloat16 q and k by bfloat16 dot products (qk_tile_bf16: vdpbf16ps
+ * where the CPU has it, the scalar reference otherwise), forced on and
+ * off, against the float64 reference: odd and even head dims, tile edges,
+ * GQA, masks, softcap, weights; every ISA table that has the slot. */
+TEST(attn_bf16_dot_products)
+{
+  const char *const *isa;
+  struct rcase c;
+  int n = 0, dot;
+
+  for (isa = ab__isa_list(); *isa; isa++) {
+    const struct ab__kernels *kn = ab__kernels_for(*isa);
+    if (!kn || !kn->attn.qk_tile_bf16)
+      continue;
+    for (dot = -1; dot <= 1; dot += 2)
+      for (n = 0; n < 6; n++) {
+        rcase_init(&c);
+        c.kern = kn;
+        c.bf16_dot = dot;
+        c.B = 1 + n % 2;
+        c.Hq = 4;
+        c.Hkv = n % 3 ? 2 : 4;
+        c.Nq = 40 + 29 * n;
+        c.Nk = 70 + 23 * n;
+        c.D = n % 2 ? 37 : 64;
+        c.Dv = 24;
+        c.key_tile = 16 + 8 * n;
+        c.dq = c.dk = AB_DTYPE_BF16;
+        c.dv = n % 2 ? AB_DTYPE_BF16 : AB_DTYPE_F32;
+        c.causal = n % 2;
+        c.softcap = n == 4 ? 4.0 : 0.0;
+        c.want_w = n < 3;
+        if (run_case(&c, RTOL, ATOL))
+          return 1;
+      }
+  }
+  return 0;
+}
+
+/* An output of 16 MiB or more is written with non-temporal stores: one
+ * 4 bytes off a cache line (the rows of 32 floats start at two offsets of
+ * a line), against the float64 reference, by one job and by a job that
+ * splits the keys. */
+TEST(attn_large_output_streams)
+{
+  enum { H = 16, NQ = 8200, NK = 9, D = 16, DV = 32 };
+  struct prob P = {1, H, H, NQ, NK, D, DV, NULL, NULL, NULL};
+  const int64_t qs[4] = {1, H, NQ, D}, ks[4] = {1, H, NK, D},
+                vs[4] = {1, H, NK, DV};
+  const int64_t nout = (int64_t)H * NQ * DV;
+  float *q = malloc(sizeof(float) * H * NQ * D), *k = malloc(sizeof(float) * H * NK * D);
+  float *v = malloc(sizeof(float) * H * NK * DV);
+  float *buf = aligned_alloc(64, sizeof(float) * (size_t)(nout + 16));
+  float *canon = malloc(sizeof(float) * (size_t)nout);
+  double *want = malloc(sizeof(double) * (size_t)nout);
+  struct ab_tensor tq, tk, tv;
+  struct ab_attn_params p;
+  struct ref_opts o;
+  struct ab__attn_tuning tune = {NULL, 0, 0, 0, 3, 0};
+  float *out = buf + 1;
+  ab_job_t *job;
+  int64_t i;
+  int split;
+
+  CHECK(q && k && v && buf && canon && want);
+  CHECK((size_t)nout * sizeof(float) >= ((size_t)16 << 20));
+  P.q = rand_array(H * NQ * D, -1, 1);
+  P.k = rand_array(H * NK * D, -1, 1);
+  P.v = rand_array(H * NK * DV, -1, 1);
+  for (i = 0; i < H * NQ * D; i++)
+    q[i] = (float)(P.q[i] = (float)P.q[i]);
+  for (i = 0; i < H * NK * D; i++)
+    k[i] = (float)(P.k[i] = (float)P.k[i]);
+  for (i = 0; i < H * NK * DV; i++)
+    v[i] = (float)(P.v[i] = (float)P.v[i]);
+  ref_opts_init(&o, &P);
+  ref_attention(&P, &o, want, NULL, NULL);
+  CHECK_OK(ab_tensor_init(&tq, q, AB_DTYPE_F32, 4, qs));
+  CHECK_OK(ab_tensor_init(&tk, k, AB_DTYPE_F32, 4, ks));
+  CHECK_OK(ab_tensor_init(&tv, v, AB_DTYPE_F32, 4, vs));
+  ab_attn_params_init(&p);
+  p.q = &tq, p.k = &tk, p.v = &tv, p.out = out;
+  for (split = 0; split < 2; split++) {
+    memset(buf, 0, sizeof(float) * (size_t)(nout + 16));
+    CHECK_OK(ab__attention_job_tuned(&p, split ? &tune : NULL, &job));
+    CHECK_OK(ab_job_run_all(job));
+    ab_job_free(job);
+    out_canon(out, AB_LAYOUT_BHSD, 1, H, NQ, DV, canon);
+    if (!test_array_close(__FILE__, __LINE__, split ? "split keys" : "out",
+                          canon, want, nout, RTOL, ATOL))
+      return 1;
+  }
+  free(q), free(k), free(v), free(buf), free(canon), free(want);
+  free(P.q), free(P.k), free(P.v);
+  return 0;
+}
+
 /* Pieces are independent: any order, on several threads' scratch. */
 TEST(attn_job_pieces_any_order)
 {
@@ -1361,8 +1591,9 @@ TEST(attn_job_inputs_later_refusals)
 {
   float qf[2 * 3 * 4], kf[2 * 3 * 4];
   uint16_t kh[2 * 3 * 4];
+  double kd[2 * 3 * 4];
   const int64_t sh[3] = {2, 3, 4}, tsh[3] = {2, 4, 3};
-  struct ab_tensor tq, tk, tv, tk16, tvt;
+  struct ab_tensor tq, tk, tv, tk16, tk64, tvt;
   struct ab_attn_params p;
   struct ab_rope_params rp;
   struct ab_bias_params bp;
@@ -1372,18 +1603,26 @@ TEST(attn_job_inputs_later_refusals)
   int64_t end;
 
   memset(qf, 0, sizeof qf), memset(kf, 0, sizeof kf), memset(kh, 0, sizeof kh);
+  memset(kd, 0, sizeof kd);
   CHECK_OK(ab_tensor_init(&tq, qf, AB_DTYPE_F32, 3, sh));
   CHECK_OK(ab_tensor_init(&tk, kf, AB_DTYPE_F32, 3, sh));
   CHECK_OK(ab_tensor_init(&tv, kf, AB_DTYPE_F32, 3, sh));
   CHECK_OK(ab_tensor_init(&tk16, kh, AB_DTYPE_F16, 3, sh));
+  CHECK_OK(ab_tensor_init(&tk64, kd, AB_DTYPE_F64, 3, sh));
   /* v as the transpose of a [2, 4, 3] array: inner stride 3 */
   CHECK_OK(ab_tensor_init(&tvt, kf, AB_DTYPE_F32, 3, tsh));
   tvt.shape[1] = 3, tvt.shape[2] = 4, tvt.stride[1] = 1, tvt.stride[2] = 3;
   ab_attn_params_init(&p);
-  p.q = &tq, p.k = &tk16, p.v = &tv, p.out = qf, p.inputs_later = 1;
+  p.q = &tq, p.k = &tk64, p.v = &tv, p.out = qf, p.inputs_later = 1;
   CHECK_FAILS(ab_attention_job(&p, &job), AB_STATUS_INVALID_ARG,
               "inputs_later");
-  CHECK(strstr(ab_last_error()->msg, "float16") != NULL);
+  CHECK(strstr(ab_last_error()->msg, "float64") != NULL);
+  /* 16-bit k is read in place, so it may come later too. */
+  p.k = &tk16;
+  CHECK_OK(ab_attention_job(&p, &job));
+  CHECK_OK(ab_job_piece_reads(job, 0, kh, &end));
+  CHECK_EQ_I64(end, 3 * 4);
+  ab_job_free(job);
   p.k = &tk, p.v = &tvt;
   CHECK_FAILS(ab_attention_job(&p, &job), AB_STATUS_INVALID_ARG,
               "inputs_later");
@@ -1394,13 +1633,13 @@ TEST(attn_job_inputs_later_refusals)
   p.rope = &rp;
   CHECK_FAILS(ab_attention_job(&p, &job), AB_STATUS_INVALID_ARG,
               "inputs_later");
-  /* Without inputs_later the job is built, copying float16 k: its pieces
+  /* Without inputs_later the job is built, copying float64 k: its pieces
    * read nothing of k, and all of v (one kv head). */
   p.inputs_later = 0;
   p.rope = NULL;
-  p.k = &tk16;
+  p.k = &tk64;
   CHECK_OK(ab_attention_job(&p, &job));
-  CHECK_OK(ab_job_piece_reads(job, 0, kh, &end));
+  CHECK_OK(ab_job_piece_reads(job, 0, kd, &end));
   CHECK_EQ_I64(end, 0);
   CHECK_OK(ab_job_piece_reads(job, 0, kf, &end));
   CHECK_EQ_I64(end, 3 * 4);
@@ -1576,7 +1815,7 @@ TEST(attn_rope_inside_vs_by_hand)
 
 TEST(attn_xpos_far_positions)
 {
-  /* At |p| > ~36k zeta^(p/512) alone overflows float32 (methods.md §10:
+  /* At |p| > ~36k zeta^(p/512) alone overflows float32 (docs/methods.md#xpos:
    * centring is for range only); attention must still see the logits of
    * the distances.  Plain RoPE alike. */
   static const int64_t shifts[] = {40000, 1000000, -1000000, 123456789};
@@ -1601,7 +1840,7 @@ static int bias_case(const struct ab_bias_params *bp, int64_t Hq, int64_t Nq,
   struct prob P = {1, Hq, 1, Nq, Nk, 8, 8, NULL, NULL, NULL};
   struct tbuf tq, tk, tv;
   struct ab_attn_params p;
-  struct ab__attn_tuning tune = {NULL, 0, key_tile};
+  struct ab__attn_tuning tune = {NULL, 0, key_tile, 0, 0, 0};
   struct ab_geometry g;
   struct ref_opts o;
   float *table = malloc(sizeof(float) * Hq * Nq * Nk);

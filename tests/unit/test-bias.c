@@ -1,5 +1,5 @@
 /* test-bias.c: the bias families (none, ALiBi, T5, FIRE, Kerple) against
- * worked-examples.md sections 3, 4, 5 and 11 and against float64 (T5:
+ * docs/methods.md worked examples 3, 4, 5 and 11 and against float64 (T5:
  * float32, as Hugging Face computes it) references written here; the
  * resolved row form attention uses; jobs; the table-writer kernels of
  * every ISA this CPU runs against the reference. */
@@ -16,7 +16,7 @@
  * Independent references
  * ====================================================================== */
 
-/* Mask predicate written from the README decisions (not ab__visible_keys). */
+/* Mask predicate written from docs/methods.md#masks (not ab__visible_keys). */
 static int ref_visible(int64_t pq, int64_t j, int causal, int64_t wl,
                        int64_t wr)
 {
@@ -143,28 +143,35 @@ static void fire_params(const struct fire_def *f, struct fire_store *s,
   p->layers = s->layers;
 }
 
-/* worked-examples.md 5 */
+/* docs/methods.md#example-5-fire */
 static const double fire_W1[3] = {1.0, -0.5, 2.0}, fire_b1[3] = {0, 0.5, -0.2};
 static const double fire_W2[6] = {0.3, -0.7, 0.1, -0.2, 0.4, 0.5};
 static const double fire_b2[2] = {0.05, -0.1};
 static const double fire_W2b[3] = {0.3, -0.7, 0.1}, fire_b2b[1] = {0.05};
 
-static struct fire_def fire_worked(void)
+/* FIRE with an MLP 1 -> hidden -> out (eps 0). */
+static struct fire_def fire_two_layers(int hidden, int out, const double *W1,
+                                       const double *b1, const double *W2,
+                                       const double *b2, double c, double L)
 {
   struct fire_def f;
   memset(&f, 0, sizeof f);
   f.n_layers = 2;
   f.dims[0] = 1;
-  f.dims[1] = 3;
-  f.dims[2] = 2;
-  f.W[0] = fire_W1;
-  f.b[0] = fire_b1;
-  f.W[1] = fire_W2;
-  f.b[1] = fire_b2;
-  f.c = 0.1;
-  f.L = 4;
-  f.eps = 0;
+  f.dims[1] = hidden;
+  f.dims[2] = out;
+  f.W[0] = W1;
+  f.b[0] = b1;
+  f.W[1] = W2;
+  f.b[1] = b2;
+  f.c = c;
+  f.L = L;
   return f;
+}
+
+static struct fire_def fire_worked(void)
+{
+  return fire_two_layers(3, 2, fire_W1, fire_b1, fire_W2, fire_b2, 0.1, 4);
 }
 
 /* A reference table of any family: value(h, pq, j) or -inf when masked. */
@@ -210,16 +217,17 @@ static double fire_fn(const void *ctx, int64_t h, int64_t pq, int64_t j)
   return ref_fire(ctx, h, pq, j);
 }
 
+/* Kerple in float64 (float32 parameters are passed widened). */
 struct kerple_ref {
-  const float *r1, *r2;
+  const double *r1, *r2;
   int power;
 };
 static double kerple_fn(const void *ctx, int64_t h, int64_t pq, int64_t j)
 {
   const struct kerple_ref *k = ctx;
   const double d = fabs((double)(pq - j));
-  return k->power ? -(double)k->r1[h] * pow(d, k->r2[h])
-                  : -(double)k->r1[h] * log(1.0 + k->r2[h] * d);
+  return k->power ? -k->r1[h] * pow(d, k->r2[h])
+                  : -k->r1[h] * log(1.0 + k->r2[h] * d);
 }
 
 static double zero_fn(const void *ctx, int64_t h, int64_t pq, int64_t j)
@@ -453,6 +461,42 @@ TEST(alibi_tables_offsets_vs_reference)
   return 0;
 }
 
+static double alibi64_fn(const void *ctx, int64_t h, int64_t pq, int64_t j)
+{
+  const double *m = ctx;
+  return -m[h] * fabs((double)(pq - j));
+}
+
+/* Double slopes: the table is a float32 product, so each slope is rounded
+ * once and the result is within two float32 roundings of the float64
+ * value; both forms at once, or one beyond float32, are refused. */
+TEST(alibi_slopes_f64)
+{
+  const double m[3] = {0.3, 1.0 / 3.0, 0x1p-8 + 0x1p-40};
+  const float mf[3] = {0.3f, 0.25f, 1.0f};
+  double huge[3] = {0.5, 1e39, 0.5};
+  struct ab_bias_params p;
+  struct ab_geometry g;
+  float t[3 * 3 * 7];
+
+  ab_bias_params_init(&p);
+  p.method = AB_BIAS_ALIBI;
+  p.num_heads = 3;
+  p.slopes_f64 = m;
+  ab_geometry_init(&g, 3, 7);
+  CHECK(!table_vs_ref(&p, &g, alibi64_fn, m, 2.5e-7, 0));
+  g.q_offset = 123456789012LL;
+  CHECK(!table_vs_ref(&p, &g, alibi64_fn, m, 2.5e-7, 0));
+  p.slopes = mf;
+  CHECK_FAILS(ab_bias_table(&p, &g, t, NULL), AB_STATUS_INVALID_ARG,
+              "slopes");
+  p.slopes = NULL;
+  p.slopes_f64 = huge;
+  CHECK_FAILS(ab_bias_table(&p, &g, t, NULL), AB_STATUS_INVALID_ARG,
+              "slopes.1");
+  return 0;
+}
+
 /* ======================================================================
  * T5
  * ====================================================================== */
@@ -484,7 +528,7 @@ TEST(t5_buckets_worked_3)
   return 0;
 }
 
-/* Edges of methods.md 15.5: 0, +-(max_exact-1), +-max_exact,
+/* Edges of docs/methods.md#t5-buckets: 0, +-(max_exact-1), +-max_exact,
  * +-max_distance and beyond, for both directions. */
 TEST(t5_bucket_edges)
 {
@@ -718,6 +762,106 @@ TEST(t5_table_errors)
   return 0;
 }
 
+/* Buckets alone need no table: the bucket count is num_buckets (HF's
+ * default 32 is the caller's to pass).  Against HF's function, and equal
+ * to what the same count gives with a table. */
+TEST(t5_buckets_without_a_table)
+{
+  static const int64_t offs[3] = {-1000, 0, 250}; /* -1000: default */
+  static float table[32 * 2];
+  static int32_t got[7 * 300], with[7 * 300];
+  static float out[2 * 7 * 300];
+  const int64_t shape[2] = {32, 2};
+  struct ab_tensor tb;
+  struct ab_bias_params p;
+  struct ab_geometry g;
+  int64_t r, j, want;
+  int bidir, i, nb;
+
+  for (bidir = 0; bidir < 2; bidir++)
+    for (nb = 16; nb <= 32; nb += 16)
+      for (i = 0; i < 3; i++) {
+        ab_bias_params_init(&p);
+        p.method = AB_BIAS_T5;
+        p.num_heads = 2;
+        p.num_buckets = nb;
+        p.bidirectional = bidir;
+        p.max_distance = 100;
+        ab_geometry_init(&g, 7, 300);
+        if (offs[i] != -1000)
+          g.q_offset = offs[i];
+        CHECK_OK(ab_bias_table(&p, &g, NULL, got));
+        for (r = 0; r < 7; r++)
+          for (j = 0; j < 300; j++) {
+            want = hf_bucket(j - (g.q_offset + r), nb, bidir, 100);
+            if (got[r * 300 + j] != want)
+              FAIL_AT("nb %d bidir %d q_offset %lld: bucket [%lld, %lld] "
+                      "is %d, HF %lld",
+                      nb, bidir, (long long)g.q_offset, (long long)r,
+                      (long long)j, (int)got[r * 300 + j], (long long)want);
+          }
+        /* A table of nb rows gives the same buckets. */
+        CHECK_OK(ab_tensor_init(&tb, table, AB_DTYPE_F32, 2,
+                                (int64_t[]){nb, 2}));
+        p.table = &tb;
+        CHECK_OK(ab_bias_table(&p, &g, NULL, with));
+        CHECK(memcmp(got, with, sizeof got) == 0);
+      }
+
+  /* Bias values need the table; a count that contradicts it, or none at
+   * all, is refused naming the field that carries it. */
+  ab_bias_params_init(&p);
+  p.method = AB_BIAS_T5;
+  p.num_heads = 2;
+  p.num_buckets = 32;
+  ab_geometry_init(&g, 7, 300);
+  CHECK_OK(ab_bias_check(&p));
+  CHECK_FAILS(ab_bias_table(&p, &g, out, got), AB_STATUS_INVALID_ARG,
+              "table");
+  CHECK_FAILS(ab_bias_table(&p, &g, out, NULL), AB_STATUS_INVALID_ARG,
+              "table");
+  p.num_buckets = 0;
+  CHECK_FAILS(ab_bias_table(&p, &g, NULL, got), AB_STATUS_INVALID_ARG,
+              "table");
+  p.num_buckets = -1;
+  CHECK_FAILS(ab_bias_check(&p), AB_STATUS_INVALID_ARG,
+              "relative_attention_num_buckets");
+  p.num_buckets = 2; /* no exact bucket per direction */
+  CHECK_FAILS(ab_bias_table(&p, &g, NULL, got), AB_STATUS_INVALID_ARG,
+              "relative_attention_num_buckets");
+  CHECK_OK(ab_tensor_init(&tb, table, AB_DTYPE_F32, 2, shape));
+  p.table = &tb;
+  p.num_buckets = 16;
+  CHECK_FAILS(ab_bias_table(&p, &g, out, got), AB_STATUS_INVALID_ARG,
+              "relative_attention_num_buckets");
+  p.num_buckets = 32;
+  CHECK_OK(ab_bias_table(&p, &g, out, got));
+  return 0;
+}
+
+/* Attention evaluates the bias, so T5 there needs its table. */
+TEST(t5_attention_needs_the_table)
+{
+  static float qkv[3 * 4], out[2 * 4];
+  struct ab_tensor q, k;
+  struct ab_bias_params bp;
+  struct ab_attn_params ap;
+
+  CHECK_OK(ab_tensor_init(&q, qkv, AB_DTYPE_F32, 2, (int64_t[]){2, 4}));
+  CHECK_OK(ab_tensor_init(&k, qkv, AB_DTYPE_F32, 2, (int64_t[]){3, 4}));
+  ab_bias_params_init(&bp);
+  bp.method = AB_BIAS_T5;
+  bp.num_buckets = 32;
+  ab_attn_params_init(&ap);
+  ap.q = &q;
+  ap.k = &k;
+  ap.v = &k;
+  ap.out = out;
+  ap.bias = &bp;
+  CHECK_FAILS(ab_attention(&ap), AB_STATUS_INVALID_ARG, "bias.table");
+  return 0;
+}
+
 /* ======================================================================
  * FIRE
  * ====================================================================== */
@@ -911,6 +1055,42 @@ TEST(fire_errors)
   return 0;
 }
 
+/* FIRE's MLP runs in double over the layers as given: a float64 MLP whose
+ * output cancels (1000 * (h0 - h1)) keeps its digits, where float32
+ * weights would be off by about 1e-4 (checked here, so the comparison can
+ * fail). */
+TEST(fire_float64_layers_keep_their_digits)
+{
+  static const double W1[2] = {1.0, 1.0000001}, b1[2] = {0.1, 0.1000001};
+  static const double W2[2] = {1000.0, -1000.0}, b2[1] = {0.25};
+  double W1f[2], b1f[2], a, b, worst = 0;
+  struct fire_def f = fire_two_layers(2, 1, W1, b1, W2, b2, 0.5, 8), ff;
+  struct fire_store s;
+  struct ab_bias_params p;
+  struct ab_geometry g;
+  int64_t pq, t;
+  int i;
+
+  fire_params(&f, &s, &p, 3);
+  ab_geometry_init(&g, 20, 20);
+  g.causal = 1;
+  CHECK(!table_vs_ref(&p, &g, fire_fn, &f, 1e-6, 0));
+  /* The same MLP with float32 weights is further away than that. */
+  for (i = 0; i < 2; i++) {
+    W1f[i] = (double)(float)W1[i];
+    b1f[i] = (double)(float)b1[i];
+  }
+  ff = fire_two_layers(2, 1, W1f, b1f, W2, b2, 0.5, 8);
+  for (pq = 1; pq < 20; pq++)
+    for (t = 1; t <= pq; t++) {
+      a = ref_fire(&f, 0, pq, pq - t);
+      b = ref_fire(&ff, 0, pq, pq - t);
+      worst = fmax(worst, fabs(a - b) / fabs(a));
+    }
+  CHECK(worst > 1e-5);
+  return 0;
+}
+
 /* ======================================================================
  * Kerple and none
  * ====================================================================== */
@@ -949,8 +1129,9 @@ TEST(kerple_worked_11)
 TEST(kerple_heads_vs_reference_and_errors)
 {
   const float r1[3] = {0.5f, 2.0f, 1.25f}, r2[3] = {0.1f, 2.0f, 1.0f};
+  const double r1d[3] = {0.5, 2.0, 1.25}, r2d[3] = {(double)0.1f, 2.0, 1.0};
   float bad[3] = {1.0f, 2.5f, 1.0f}, t[3 * 4 * 4];
-  struct kerple_ref ref = {r1, r2, 0};
+  struct kerple_ref ref = {r1d, r2d, 0};
   struct ab_bias_params p;
   struct ab_geometry g;
   int power;
@@ -993,6 +1174,45 @@ TEST(kerple_heads_vs_reference_and_errors)
   return 0;
 }
 
+/* Kerple runs in double: r1_f64, r2_f64 keep their digits.  At distances
+ * near 2^40 the power variant's d^r2 turns a float32 rounding of r2 into a
+ * relative error of about 1.3e-6 (checked here, so the comparison can
+ * fail); from the double forms only the output's rounding remains. */
+TEST(kerple_f64_parameters)
+{
+  const double r1[2] = {0.7, 1.1}, r2[2] = {1.3, 1.7};
+  const double r2f[2] = {(double)(float)1.3, (double)(float)1.7};
+  const float r1f[2] = {0.7f, 1.1f};
+  struct kerple_ref ref = {r1, r2, 1}, narrow = {r1, r2f, 1};
+  struct ab_bias_params p;
+  struct ab_geometry g;
+  double a, worst = 0;
+  float t[2 * 2 * 3];
+  int h;
+
+  ab_bias_params_init(&p);
+  p.method = AB_BIAS_KERPLE;
+  p.num_heads = 2;
+  p.kerple_power = 1;
+  p.r1_f64 = r1;
+  p.r2_f64 = r2;
+  ab_geometry_init(&g, 2, 3);
+  g.q_offset = (int64_t)1 << 40;
+  CHECK(!table_vs_ref(&p, &g, kerple_fn, &ref, 3e-7, 0));
+  for (h = 0; h < 2; h++) {
+    a = kerple_fn(&ref, h, g.q_offset, 0);
+    worst = fmax(worst, fabs(kerple_fn(&narrow, h, g.q_offset, 0) - a) /
+                            fabs(a));
+  }
+  CHECK(worst > 1e-6);
+  p.kerple_power = 0;
+  ref.power = 0;
+  CHECK(!table_vs_ref(&p, &g, kerple_fn, &ref, 3e-7, 0));
+  p.r1 = r1f; /* both forms of one array */
+  CHECK_FAILS(ab_bias_table(&p, &g, t, NULL), AB_STATUS_INVALID_ARG, "r1");
+  return 0;
+}
+
 TEST(none_is_zero_with_masks)
 {
   struct ab_bias_params p;
@@ -1019,7 +1239,8 @@ TEST(windows_all_methods)
                             {0, 0},   {3, 2},  {0, -1}, {100, 100}};
   const int64_t offs[3] = {-1000, -6, 20};
   const float r1[2] = {1.0f, 0.5f}, r2[2] = {0.5f, 1.5f};
-  struct kerple_ref kref = {r1, r2, 1};
+  const double r1d[2] = {1.0, 0.5}, r2d[2] = {0.5, 1.5};
+  struct kerple_ref kref = {r1d, r2d, 1};
   float slopes[2], t5tab[16 * 2];
   double t5d[16 * 2];
   const int64_t shape[2] = {16, 2};

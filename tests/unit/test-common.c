@@ -86,6 +86,37 @@ TEST(tensor_to_f32_strided_and_converted)
   return 0;
 }
 
+/* Parameter lists the library evaluates in double are read with
+ * ab_tensor_to_f64: a float64 value keeps every digit, strided or not, and
+ * the narrower dtypes widen exactly. */
+TEST(tensor_to_f64_keeps_float64_digits)
+{
+  /* 1 + 2^-40 and 0.1 have no float32 form; a transposed view again. */
+  double buf[6] = {1.0 + 0x1p-40, 0.1, 2, 3, 4, 1e300}, out[6];
+  struct ab_tensor t = {buf, AB_DTYPE_F64, 2, {3, 2}, {1, 3}};
+  uint16_t h[2] = {ab_f32_to_f16(0.333333f), ab_f32_to_bf16(-7.5f)};
+  struct ab_tensor th = {h, AB_DTYPE_F16, 1, {2}, {1}};
+  int32_t ints[1] = {3};
+  struct ab_tensor ti = {ints, AB_DTYPE_I32, 1, {1}, {1}};
+
+  CHECK_OK(ab_tensor_to_f64(&t, out));
+  CHECK(out[0] == 1.0 + 0x1p-40 && out[1] == 3 && out[2] == 0.1 &&
+        out[3] == 4 && out[4] == 2 && out[5] == 1e300);
+  /* The same buffer row-major [2, 3]: the contiguous path. */
+  CHECK_OK(ab_tensor_init(&t, buf, AB_DTYPE_F64, 2, (int64_t[]){2, 3}));
+  CHECK_OK(ab_tensor_to_f64(&t, out));
+  CHECK(memcmp(out, buf, sizeof buf) == 0);
+  CHECK_OK(ab_tensor_to_f64(&th, out));
+  CHECK(out[0] == (double)ab_f16_to_f32(h[0]));
+  CHECK_OK(ab_tensor_to_f64(&(struct ab_tensor){h + 1, AB_DTYPE_BF16, 1,
+                                                {1}, {1}},
+                            out));
+  CHECK(out[0] == -7.5);
+  CHECK_FAILS(ab_tensor_to_f64(&ti, out), AB_STATUS_BAD_DTYPE, "src");
+  CHECK_FAILS(ab_tensor_to_f64(&th, NULL), AB_STATUS_INVALID_ARG, "dst");
+  return 0;
+}
+
 TEST(convert_between_dtypes)
 {
   float src[4] = {1.5f, -0.25f, 1e30f, -INFINITY}, back[4];

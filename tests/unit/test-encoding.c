@@ -1,12 +1,13 @@
-/* test-encoding.c: absolute position encodings against worked-examples.md
- * section 1-2 and float64 references written here from methods.md. */
+/* test-encoding.c: absolute position encodings against docs/methods.md's worked
+ * examples 1-2 and float64 references written here from its formulas. */
 #include "attnbias.h"
+#include "kernels/kernels.h"
 #include "test.h"
 
 #define RTOL 1e-5
 #define ATOL 1e-6
 
-/* ---- float64 references (methods.md 1) -------------------------------- */
+/* ---- float64 references (docs/methods.md#sinusoidal) ------------------ */
 
 /* Interleaved (paper): col 2k sin, 2k+1 cos, freq base^(-2k/d). */
 static double ref_interleaved(double p, int64_t c, int64_t d, double base)
@@ -69,6 +70,120 @@ static int check_sinusoidal(enum ab_sin_layout layout, int64_t d, double base,
   free(out);
   free(want);
   return ok ? 0 : 1;
+}
+
+/* ---- sinusoids past the recurrence's anchors ---------------------------- */
+
+/* The bound of kernels/enc.h: half a float ulp of a value in [-1, 1] plus
+ * the double-precision part, for positions up to 10^6 in magnitude. */
+#define SIN_BOUND (0x1p-25 + 0x1p-32)
+
+/* Largest |got - sin or cos of p * w| over a block of rows written by
+ * sin_rows (interleaved when cos_off is 0), against float64 evaluated
+ * cell by cell. */
+static double sin_rows_err(const float *out, int64_t ldo, int64_t cos_off,
+                           double p0, double step, const double *freq,
+                           int64_t kn, int64_t rows)
+{
+  double worst = 0;
+  int64_t t, k;
+
+  for (t = 0; t < rows; t++)
+    for (k = 0; k < kn; k++) {
+      const double a = (p0 + (double)t * step) * freq[k];
+      const float *row = out + t * ldo;
+      double gs = cos_off ? row[k] : row[2 * k];
+      double gc = cos_off ? row[cos_off + k] : row[2 * k + 1];
+      worst = fmax(worst, fmax(fabs(gs - sin(a)), fabs(gc - cos(a))));
+    }
+  return worst;
+}
+
+/* Every ISA's sin_rows (the SIMD ones advance by rotation between exact
+ * anchors every AB__ENC_ANCHOR rows) within the stated bound of float64,
+ * at positions up to 10^6 in magnitude, steps 1, 3 and 0.25, both
+ * placements, pair counts that end in a partial vector, rows across three
+ * anchors; the largest error seen is printed. */
+TEST(encoding_sin_rows_error_bound_to_1e6)
+{
+  static const double starts[] = {0.0, 999800.0, -1e6, 123456.0, 999950.5};
+  static const double steps[] = {1.0, 3.0, 0.25, -1.0};
+  static const int64_t kns[] = {256, 250, 7};
+  enum { ROWS = 3 * AB__ENC_ANCHOR + 5, KMAX = AB__ENC_TILE, LDO = 2 * KMAX + 3 };
+  double freq[KMAX];
+  float *out = malloc(sizeof(float) * ROWS * LDO);
+  const char *const *isa;
+  size_t a, b, c;
+  int64_t k;
+
+  CHECK(out != NULL);
+  for (k = 0; k < KMAX; k++) /* base 10000, d = 512: 1 down to 1e-4 */
+    freq[k] = pow(1e4, -2.0 * (double)k / 512.0);
+  for (isa = ab__isa_list(); *isa; isa++) {
+    const struct ab__kernels *kn = ab__kernels_for(*isa);
+    double worst = 0;
+    if (!kn)
+      continue;
+    for (a = 0; a < sizeof starts / sizeof *starts; a++)
+      for (b = 0; b < sizeof steps / sizeof *steps; b++)
+        for (c = 0; c < sizeof kns / sizeof *kns; c++) {
+          const int64_t cos_off = (a + b) % 2 ? kns[c] + 1 : 0;
+          double p0 = starts[a], e;
+          /* keep every position within +-10^6 */
+          if (fabs(p0 + ROWS * steps[b]) > 1e6)
+            p0 -= ROWS * steps[b];
+          kn->enc.sin_rows(out, LDO, cos_off, p0, steps[b], freq, kns[c],
+                           ROWS, (int)(a % 2));
+          kn->bias.store_fence();
+          e = sin_rows_err(out, LDO, cos_off, p0, steps[b], freq, kns[c],
+                           ROWS);
+          if (!(e <= SIN_BOUND))
+            FAIL_AT("%s: start %g step %g pairs %lld placement %lld: error "
+                    "%.3g above the bound %.3g",
+                    *isa, p0, steps[b], (long long)kns[c], (long long)cos_off,
+                    e, SIN_BOUND);
+          worst = fmax(worst, e);
+        }
+    fprintf(stderr, "  %s: sinusoid rows within %.3g of float64 (bound %.3g)\n",
+            *isa, worst, SIN_BOUND);
+  }
+  free(out);
+  return 0;
+}
+
+/* The same bound through ab_encoding: a table of 300 rows near position
+ * 10^6 in each layout, d = 2 * 300 (pairs past one kernel tile). */
+TEST(encoding_sinusoidal_near_1e6_within_bound)
+{
+  enum { N = 300, D = 600 };
+  static const enum ab_sin_layout layouts[3] = {
+      AB_SIN_INTERLEAVED, AB_SIN_CONCAT, AB_SIN_T2T};
+  double (*refs[3])(double, int64_t, int64_t, double) = {
+      ref_interleaved, ref_concat, ref_t2t};
+  float *out = malloc(sizeof(float) * N * D);
+  double pos[N], worst = 0;
+  struct ab_encoding_params p;
+  int64_t t, c;
+  int l;
+
+  CHECK(out != NULL);
+  for (t = 0; t < N; t++)
+    pos[t] = 1e6 - (double)(N - t);
+  for (l = 0; l < 3; l++) {
+    ab_encoding_params_init(&p);
+    p.layout = layouts[l];
+    p.dim = D;
+    CHECK_OK(ab_encoding(&p, pos, N, out));
+    for (t = 0; t < N; t++)
+      for (c = 0; c < D; c++)
+        worst = fmax(worst, fabs((double)out[t * D + c] -
+                                 refs[l](pos[t], c, D, 1e4)));
+  }
+  fprintf(stderr, "  %s: tables near 10^6 within %.3g of float64\n",
+          ab_isa_name(), worst);
+  CHECK(worst <= SIN_BOUND);
+  free(out);
+  return 0;
 }
 
 /* ---- sinusoidal: worked examples 1a-1d ---------------------------------- */
@@ -523,12 +638,13 @@ TEST(encoding_job_pieces_with_strided_x)
 }
 
 /* With x, pieces are blocks of positions x blocks of leading rows: a
- * shape whose positions (37 = 32 + 5) and leading rows (5 x 7 = 35 =
- * 16 + 16 + 3) both end in partial blocks, every piece in reverse order,
- * against x + the float64 reference. */
+ * shape whose positions (69 = 64 + 5; sinusoid blocks are multiples of 64
+ * rows) and leading rows (5 x 7 = 35 = 4 x 8 + 3, 256 KiB of encoding
+ * added to blocks of up to 1 MiB of x) both end in partial blocks, every
+ * piece in reverse order, against x + the float64 reference. */
 TEST(encoding_job_x_blocks_of_positions_and_batches)
 {
-  enum { L0 = 5, L1 = 7, N = 37, D = 512 };
+  enum { L0 = 5, L1 = 7, N = 69, D = 1024 };
   const int64_t shape[4] = {L0, L1, N, D};
   const int64_t cells = (int64_t)L0 * L1 * N * D;
   float *x = malloc(sizeof(float) * (size_t)cells);
@@ -552,7 +668,7 @@ TEST(encoding_job_x_blocks_of_positions_and_batches)
   }
   CHECK_OK(ab_tensor_init(&tx, x, AB_DTYPE_F32, 4, shape));
   CHECK_OK(ab_encoding_job(&p, pos, N, &tx, out, &job));
-  CHECK(ab_job_pieces(job) == 2 * 3);
+  CHECK(ab_job_pieces(job) == 2 * 9);
   for (k = ab_job_pieces(job) - 1; k >= 0; k--)
     CHECK_OK(ab_job_run(job, k, NULL));
   ab_job_free(job);
@@ -563,7 +679,7 @@ TEST(encoding_job_x_blocks_of_positions_and_batches)
 
 TEST(encoding_job_many_pieces)
 {
-  enum { N = 5000, D = 8 };
+  enum { N = 5000, D = 32 };
   static double pos[N], want[N * D];
   static float out[N * D];
   struct ab_encoding_params p;
@@ -591,7 +707,7 @@ TEST(encoding_job_many_pieces)
 /* ---- outputs past the cache (written with streaming stores) ------------ */
 
 /* Max |got - want| / max(1, |want|) over rows 0..3, n/2 and n-1 entirely
- * and `extra` random cells, want from ref (methods.md 1). */
+ * and `extra` random cells, want from ref (docs/methods.md#sinusoidal). */
 static double sampled_err(const float *got, const double *pos, int64_t n,
                           int64_t d, double (*ref)(double, int64_t, int64_t,
                                                    double),

@@ -1,8 +1,8 @@
 /* test-rope.c: the RoPE family -- every rope_type's frequencies, apply in
  * both pairings and layouts, tables, xPos, multi-axis, errors, jobs and the
  * SIMD kernels' parity with the reference.  Expected values come from
- * spec/worked-examples.md (sections 6-10) or from the float64 reference
- * written below, straight from the formulas of spec/methods.md. */
+ * docs/methods.md#worked-examples (6-10) or from the float64 reference
+ * written below, straight from the formulas of docs/methods.md#rope. */
 #include "attnbias.h"
 #include "kernels/kernels.h"
 #include "test-util.h"
@@ -44,7 +44,7 @@ static void ref_default(double *inv, int64_t r, double base)
     inv[f] = 1.0 / pow(base, 2.0 * (double)f / (double)r);
 }
 
-/* YaRN per methods.md 7.4. */
+/* YaRN per docs/methods.md#yarn. */
 static double ref_yarn(double *inv, int64_t r, double base, double s,
                        double orig, double beta_fast, double beta_slow,
                        int truncate)
@@ -72,7 +72,7 @@ static double ref_yarn(double *inv, int64_t r, double base, double s,
   return s > 1 ? 0.1 * log(s) + 1 : 1.0;
 }
 
-/* Llama-3 per methods.md 7.5. */
+/* Llama-3 per docs/methods.md#llama3. */
 static void ref_llama3(double *inv, int64_t r, double base, double factor,
                        double lo_f, double hi_f, double orig)
 {
@@ -130,6 +130,21 @@ static void fill_random(float *f, double *d, int64_t n)
   }
 }
 
+/* LongRoPE over head_dim D: the two lists, the original and the full
+ * context length (the default factor is their ratio). */
+static void longrope_params(struct ab_rope_params *p, int64_t D,
+                            const double *sf, const double *lf, int64_t orig,
+                            int64_t max_pos)
+{
+  ab_rope_params_init(p);
+  p->head_dim = D;
+  p->rope_type = AB_ROPE_LONGROPE;
+  p->short_factor = sf;
+  p->long_factor = lf;
+  p->original_max_position_embeddings = orig;
+  p->max_position_embeddings = max_pos;
+}
+
 static const double g_x8[8] = {1, 2, 3, 4, 5, 6, 7, 8};
 
 /* ==== names and defaults =============================================== */
@@ -172,7 +187,7 @@ TEST(rope_params_defaults)
   return 0;
 }
 
-/* ==== frequencies (worked-examples 6, 7) ================================= */
+/* ==== frequencies (docs/methods.md worked examples 6, 7) ================= */
 
 TEST(rope_default_inv_freq)
 {
@@ -434,13 +449,7 @@ TEST(rope_longrope_inv_freq)
   double inv[8], att;
   int i;
 
-  ab_rope_params_init(&p);
-  p.head_dim = 16;
-  p.rope_type = AB_ROPE_LONGROPE;
-  p.short_factor = sf;
-  p.long_factor = lf;
-  p.original_max_position_embeddings = 64;
-  p.max_position_embeddings = 256;
+  longrope_params(&p, 16, sf, lf, 64, 256);
   CHECK_OK(ab_rope_inv_freq(&p, 32, inv, &att));
   CHECK_CLOSE(att, 1.154701, RTOL, 0);
   CHECK_CLOSE(att, sqrt(1 + log(4.0) / log(64.0)), 1e-12, 0);
@@ -592,7 +601,7 @@ TEST(rope_relative_property)
   return 0;
 }
 
-/* methods.md 15.3: permuting channels [0,2,4,..,1,3,5,..] turns the
+/* docs/methods.md#pairing: permuting channels [0,2,4,..,1,3,5,..] turns the
  * interleaved pairing into rotate-half: half(P x) == P(interleaved(x)). */
 TEST(rope_interleaved_half_permutation)
 {
@@ -1457,6 +1466,55 @@ TEST(rope_jobs_piecewise_shuffled)
   return 0;
 }
 
+/* LongRoPE's factors are doubles end to end: lists that float32 cannot
+ * hold, at positions near 4096, where a float32 rounding of a factor
+ * (relative 6e-8) would move an angle by about 2e-4 -- twenty times the
+ * tolerance (checked here, so the comparison can fail).  Both lists (the
+ * switch at seq_len > original), tables and rotation.  The tables' only
+ * errors are float32's: cos and sin rounded, then multiplied by the
+ * float32 attention factor -- a few roundings of values near 1, so 2.5e-7
+ * absolute (the spec's tolerance is 1e-6 + 1e-5 relative). */
+TEST(rope_longrope_factors_in_double_near_4096)
+{
+  enum { N = 12, D = 16, H = D / 2 };
+  static const double sf[H] = {1.0000001, 1.1, 1.23456789, 1.5,
+                               2.0000003, 3.3, 4.7, 5.1};
+  static const double lf[H] = {1.0000001, 2.2222222, 3.1415926535, 4.4,
+                               7.0000007, 9.9, 13.7, 21.1};
+  struct ab_rope_params p;
+  float co[N * D], si[N * D], x[N * D], out[N * D];
+  double xd[N * D], want[N * D], inv[H], ang, att, moved = 0;
+  int64_t pos[N], seq_len, t, j;
+  int lng;
+
+  fill_random(x, xd, N * D);
+  longrope_params(&p, D, sf, lf, 4096, 16384);
+  att = sqrt(1.0 + log(4.0) / log(4096.0));
+  for (lng = 0; lng < 2; lng++) {
+    seq_len = lng ? 4102 : 4096;
+    for (t = 0; t < N; t++)
+      pos[t] = seq_len - N + t;
+    for (j = 0; j < H; j++)
+      inv[j] = 1.0 / ((lng ? lf : sf)[j] * pow(10000.0, 2.0 * j / D));
+    CHECK_OK(ab_rope_table(&p, seq_len, pos, N, co, si));
+    for (t = 0; t < N; t++)
+      for (j = 0; j < D; j++) {
+        ang = (double)pos[t] * inv[j % H];
+        CHECK_CLOSE(co[t * D + j], cos(ang) * att, 0, 2.5e-7);
+        CHECK_CLOSE(si[t * D + j], sin(ang) * att, 0, 2.5e-7);
+        moved = fmax(moved, fabs(cos((double)pos[t] /
+                                     ((double)(float)(lng ? lf : sf)[j % H] *
+                                      pow(10000.0, 2.0 * (j % H) / D))) -
+                                 cos(ang)));
+      }
+    CHECK_OK(apply2(&p, seq_len, x, N, D, pos, 0, out));
+    ref_rows(want, xd, N, D, D, 0, pos, inv, att);
+    CHECK_ARRAY(out, want, N * D, RTOL, ATOL);
+  }
+  CHECK(moved > 10 * ATOL);
+  return 0;
+}
+
 /* The job copies what its table needs: positions and LongRoPE's factor
  * lists may change (or be freed) between ab_rope_apply_job and the pieces,
  * which fill the table then. */
@@ -1478,13 +1536,7 @@ TEST(rope_job_outlives_its_inputs)
     sf[i] = test_uniform(1.0, 2.0);
     lf[i] = test_uniform(2.0, 8.0);
   }
-  ab_rope_params_init(&p);
-  p.head_dim = D;
-  p.rope_type = AB_ROPE_LONGROPE;
-  p.short_factor = sf;
-  p.long_factor = lf;
-  p.original_max_position_embeddings = 100;
-  p.max_position_embeddings = 400;
+  longrope_params(&p, D, sf, lf, 100, 400);
   CHECK_OK(ab_tensor_init(&t, x, AB_DTYPE_F32, 3, sh));
   CHECK_OK(ab_rope_apply(&p, S, &t, AB_LAYOUT_BHSD, pos, 0, one));
   CHECK_OK(ab_rope_apply_job(&p, S, &t, AB_LAYOUT_BHSD, pos, 0, pieces, &job));

@@ -18,11 +18,23 @@
  * kernels may compute rows m .. round_up(m, AB__ATTN_ROW_PAD) - 1 too, and
  * the caller ignores them.  Row arrays and every row of them start 64-byte
  * aligned (the SIMD kernels use aligned loads).  Keys (nk), head dims (d,
- * dv) have no padding, and k, v rows need no alignment. */
+ * dv) have no padding, and k, v rows need no alignment.
+ *
+ * Few rows.  A block of a handful of rows (decoding: one new token per
+ * query head of a kv group) would waste most of each vector of rows, so
+ * qk_rows and pv_rows vectorise over the head dimension instead, with q and
+ * the output numerators row-major (q [m][ldq], o [m][ldo]) and the score
+ * tile in the transposed layout above, so softmax_tile serves both.  They
+ * also read k and v of any element type (ab__elem), widening vectors as
+ * they load them: 16-bit keys and values cost half the memory traffic.
+ * The row-vectorised kernels take float32 tiles; `widen` makes them from
+ * 16-bit rows. */
 #ifndef AB_KERNELS_ATTN_H
 #define AB_KERNELS_ATTN_H
 
 #include <stdint.h>
+
+#include "elem.h"
 
 /* Rows are padded to this multiple (one AVX-512 vector of floats). */
 #define AB__ATTN_ROW_PAD 16
@@ -39,7 +51,7 @@ enum ab__attn_mode {
 };
 
 /* One tile of transposed scores and what turns them into probabilities.
- * Score (i, j) for row i < m and tile key j < nk, in the order of the spec:
+ * Score (i, j) of row i < m and tile key j < nk (docs/methods.md#score-order):
  *   x = s[j*ld + i]                       (scale already folded into q)
  *   x = softcap * tanh(x)                 if softcap > 0 (q was divided by it)
  *   x += bptr[i][-j]                      if bptr (translation-invariant bias)
@@ -73,10 +85,44 @@ struct ab__attn_kernels {
                   int64_t dv, int64_t m);
   /* Finish a tile of scores and turn it into probabilities (see above). */
   void (*softmax_tile)(const struct ab__attn_tile *t);
+
+  /* s[j*lds + i] = sum_{c<d} k[j*ldk + c] * q[i*ldq + c] for j < nk,
+   * i < m: qk_tile for a few row-major query rows and keys of type ke. */
+  void (*qk_rows)(float *s, int64_t lds, const void *k, int64_t ldk,
+                  enum ab__elem ke, const float *q, int64_t ldq, int64_t nk,
+                  int64_t d, int64_t m);
+  /* o[i*ldo + c] = o[i*ldo + c] * alpha[i]
+   *                + sum_{j<nk} v[j*ldv + c] * p[j*ldp + i]
+   * for c < dv, i < m (o row-major, values of type ve); alpha may be NULL
+   * (= 1). */
+  void (*pv_rows)(float *o, int64_t ldo, const float *alpha, const void *v,
+                  int64_t ldv, enum ab__elem ve, const float *p, int64_t ldp,
+                  int64_t nk, int64_t dv, int64_t m);
+  /* dst[r*ldd + c] = src[r*lds + c] as float, r < rows, c < cols. */
+  void (*widen)(float *dst, int64_t ldd, const void *src, int64_t lds,
+                enum ab__elem e, int64_t rows, int64_t cols);
+
+  /* qk_tile on bfloat16 keys and queries by bfloat16 dot products:
+   *   s[j*lds + i] = scale * sum_{c<d} k[j*ldk + c] * q(i, c)
+   * with q in pairs, q2[(c/2)*ldq + i] holding q(i, c) in its low half and
+   * q(i, c+1) in its high half (0 past d); rows padded as for qk_tile.
+   * Products of bfloat16 values are exact in float32, so this differs from
+   * qk_tile on the widened values only in the order of the sum.  NULL
+   * where the CPU has no such instruction (the reference has a scalar
+   * one, for tests). */
+  void (*qk_tile_bf16)(float *s, int64_t lds, const uint16_t *k, int64_t ldk,
+                       const uint32_t *q2, int64_t ldq, int64_t nk, int64_t d,
+                       int64_t m, float scale);
+  /* Whether the job should use qk_tile_bf16 for bfloat16 q and k: only on
+   * CPU kinds where the bench's bf16-dot probe measured the instruction
+   * faster than FP32 FMAs (docs/internals/dispatch.md). */
+  int bf16_dot_fast;
 };
 
 void ab__attn_kernels_ref(struct ab__attn_kernels *k);
 void ab__attn_kernels_avx2(struct ab__attn_kernels *k);
 void ab__attn_kernels_avx512(struct ab__attn_kernels *k);
+/* kernels/x86/attn-avx512bf16.c: qk_tile_bf16, and whether to use it. */
+void ab__attn_kernels_avx512bf16(struct ab__attn_kernels *k, int fast);
 
 #endif

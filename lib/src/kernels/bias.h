@@ -35,6 +35,9 @@ struct ab__bias_kernels {
   void (*table_fill)(float *out, int64_t n, float v, int stream);
   /* Copy n 4-byte elements (float bias values or int32 buckets). */
   void (*table_copy)(void *out, const void *src, int64_t n, int stream);
+  /* out[j] = a[j] + b[j] for j in [0, n) (x + PE). */
+  void (*table_add)(float *out, const float *a, const float *b, int64_t n,
+                    int stream);
   void (*store_fence)(void);
 };
 

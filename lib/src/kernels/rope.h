@@ -3,7 +3,7 @@
  * rope.c turns positions into a compact cos/sin table once per job and the
  * slots below do the two hot loops: cos/sin of many angles, and rotating
  * rows of q or k against a table row.  The reference versions live in
- * kernels/ref/rope-ref.c; SIMD variants in kernels/x86/rope-*.c must match
+ * kernels/ref/rope-ref.c; SIMD variants (kernels/x86/rope-simd.c.h) match
  * them to a few float ulps (tests/unit/test-rope.c checks every ISA). */
 #ifndef AB_KERNELS_ROPE_H
 #define AB_KERNELS_ROPE_H
@@ -92,11 +92,14 @@ struct ab__rope_kernels {
                       int64_t dim, int interleaved, int nt);
 };
 
-/* Constants of the SIMD cos/sin (x86/rope-*.c): pi/2 in three parts for a
+/* Constants of the SIMD cos/sin (x86/vmath.c.h): pi/2 in three parts for a
  * Cody-Waite reduction with FMA (exact to double rounding while the
  * quadrant count fits in int32), the limit above which lanes go to libm,
- * and the Taylor coefficients on |r| <= pi/4 (truncation error below
- * 1e-11, far under the float rounding of the results). */
+ * and the Taylor coefficients on |r| <= pi/4: sin to r^13, cos to r^14,
+ * truncation below 3e-14 -- under the float rounding of a table value by a
+ * factor of 10^6, and small enough that the sinusoidal encodings, which
+ * advance these values by rotation over up to AB__ENC_ANCHOR rows (enc.h),
+ * stay within 2^-32 of the double-precision value. */
 #define AB__ROPE_PIO2_1 1.5707963267948966
 #define AB__ROPE_PIO2_2 6.123233995736766e-17
 #define AB__ROPE_PIO2_3 -1.4973849048591698e-33
@@ -107,12 +110,14 @@ struct ab__rope_kernels {
 #define AB__ROPE_S7 -1.984126984126984e-04
 #define AB__ROPE_S9 2.7557319223985893e-06
 #define AB__ROPE_S11 -2.505210838544172e-08
+#define AB__ROPE_S13 1.6059043836821613e-10
 #define AB__ROPE_C2 -0.5
 #define AB__ROPE_C4 4.1666666666666664e-02
 #define AB__ROPE_C6 -1.388888888888889e-03
 #define AB__ROPE_C8 2.48015873015873e-05
 #define AB__ROPE_C10 -2.755731922398589e-07
 #define AB__ROPE_C12 2.08767569878681e-09
+#define AB__ROPE_C14 -1.1470745597729725e-11
 
 /* The rotate_rows driver shared by the SIMD files: prefetch ahead, rotate
  * one row with the ISA's row kernel for the pairing, copy the channels past

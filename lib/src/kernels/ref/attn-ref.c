@@ -94,9 +94,75 @@ static void softmax_tile_ref(const struct ab__attn_tile *t)
   }
 }
 
+static void qk_rows_ref(float *s, int64_t lds, const void *k, int64_t ldk,
+                        enum ab__elem ke, const float *q, int64_t ldq,
+                        int64_t nk, int64_t d, int64_t m)
+{
+  int64_t i, j, c;
+
+  for (j = 0; j < nk; j++)
+    for (i = 0; i < m; i++) {
+      float acc = 0.0f;
+      for (c = 0; c < d; c++)
+        acc += ab__elem_load(k, ke, j * ldk + c) * q[i * ldq + c];
+      s[j * lds + i] = acc;
+    }
+}
+
+static void pv_rows_ref(float *o, int64_t ldo, const float *alpha,
+                        const void *v, int64_t ldv, enum ab__elem ve,
+                        const float *p, int64_t ldp, int64_t nk, int64_t dv,
+                        int64_t m)
+{
+  int64_t i, j, c;
+
+  for (i = 0; i < m; i++)
+    for (c = 0; c < dv; c++) {
+      float acc = o[i * ldo + c];
+      if (alpha)
+        acc *= alpha[i];
+      for (j = 0; j < nk; j++)
+        acc += ab__elem_load(v, ve, j * ldv + c) * p[j * ldp + i];
+      o[i * ldo + c] = acc;
+    }
+}
+
+static void widen_ref(float *dst, int64_t ldd, const void *src, int64_t lds,
+                      enum ab__elem e, int64_t rows, int64_t cols)
+{
+  int64_t r, c;
+
+  for (r = 0; r < rows; r++)
+    for (c = 0; c < cols; c++)
+      dst[r * ldd + c] = ab__elem_load(src, e, r * lds + c);
+}
+
+static void qk_tile_bf16_ref(float *s, int64_t lds, const uint16_t *k,
+                             int64_t ldk, const uint32_t *q2, int64_t ldq,
+                             int64_t nk, int64_t d, int64_t m, float scale)
+{
+  int64_t i, j, c;
+
+  for (j = 0; j < nk; j++)
+    for (i = 0; i < m; i++) {
+      float acc = 0.0f;
+      for (c = 0; c < d; c++) {
+        const uint32_t pair = q2[(c / 2) * ldq + i];
+        acc += ab__bf16_to_float(k[j * ldk + c]) *
+               ab__bf16_to_float((uint16_t)(c % 2 ? pair >> 16 : pair));
+      }
+      s[j * lds + i] = acc * scale;
+    }
+}
+
 void ab__attn_kernels_ref(struct ab__attn_kernels *k)
 {
   k->qk_tile = qk_tile_ref;
   k->pv_tile = pv_tile_ref;
   k->softmax_tile = softmax_tile_ref;
+  k->qk_rows = qk_rows_ref;
+  k->pv_rows = pv_rows_ref;
+  k->widen = widen_ref;
+  k->qk_tile_bf16 = qk_tile_bf16_ref;
+  k->bf16_dot_fast = 0; /* the scalar one is for tests only */
 }

@@ -31,6 +31,16 @@ static void table_copy_ref(void *out, const void *src, int64_t n, int stream)
     memcpy(out, src, (size_t)n * 4);
 }
 
+static void table_add_ref(float *out, const float *a, const float *b,
+                          int64_t n, int stream)
+{
+  int64_t j;
+
+  (void)stream;
+  for (j = 0; j < n; j++)
+    out[j] = a[j] + b[j];
+}
+
 static void store_fence_ref(void) {}
 
 void ab__bias_kernels_ref(struct ab__bias_kernels *k)
@@ -38,5 +48,6 @@ void ab__bias_kernels_ref(struct ab__bias_kernels *k)
   k->table_alibi = table_alibi_ref;
   k->table_fill = table_fill_ref;
   k->table_copy = table_copy_ref;
+  k->table_add = table_add_ref;
   k->store_fence = store_fence_ref;
 }

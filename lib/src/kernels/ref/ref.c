@@ -8,4 +8,5 @@ void ab__kernels_ref(struct ab__kernels *k)
   ab__rope_kernels_ref(&k->rope);
   ab__attn_kernels_ref(&k->attn);
   ab__bias_kernels_ref(&k->bias);
+  ab__enc_kernels_ref(&k->enc);
 }

@@ -1,26 +1,17 @@
-/* attn-simd.c.h: the body of the x86 attention kernels, written once for
- * any vector width and included by attn-avx2.c (8 floats, 16 registers) and
+/* attn-simd.c.h: the body of the x86 attention kernels, written once over
+ * the vector vocabulary of simd-avx2.h / simd-avx512.h and the vector math
+ * of vmath.c.h, and included by attn-avx2.c (8 floats, 16 registers) and
  * attn-avx512.c (16 floats, 32 registers) -- register-blocked score and
  * output tiles and a vectorised online softmax, all vectorised over query
  * rows (see kernels/attn.h for the transposed layout).
  *
- * The including file defines, before the #include:
- *   V, VI, VM          float vector, int32 vector, lane mask types
- *   V_W                floats per vector
- *   MR_MAX, NV_MAX     register block: rows of A x vectors of B
- *   V_FN(name)         name##_<isa>, for the functions the table points to
- *   V_LOAD V_LOADU V_STORE V_SET1 V_ZERO V_BCAST(const float *)
- *   V_ADD V_SUB V_MUL V_DIV V_MIN V_MAX V_FMADD V_AND V_ANDNOT V_OR
- *   V_CMP(a, b, _CMP_xx)  lane mask of a comparison
- *   V_SEL(m, f, t)        t where m is set, else f
- *   V_MASKZ(m, x)         x where m is set, else 0
- *   VI_LOADU(p) VI_SET1(i) VI_ZERO()
- *   V_VISIBLE(lo, hi, j)  mask of lo <= j < hi (int32 lanes)
- *   V_EXP(x)              exp to ~1 ulp on [-87.3, 88], 0 below, NaN kept
- * Each macro maps to one intrinsic (or a fixed pair), so both files compile
- * to what a hand-written copy would. */
+ * The including file defines, before the #include, the register blocks:
+ *   MR_MAX, NV_MAX     tile products: rows of A x vectors of B
+ *   QKR_KB, QKR_RB     few rows, scores: keys x rows
+ *   PVR_RB, PVR_CB     few rows, output: rows x vectors of columns
+ * Everything else (V, V_W, V_LOAD, V_FMADD, exp_v, tanh_v, ...) comes from
+ * the vocabulary it included first. */
 
-#define AI static inline __attribute__((always_inline))
 #define V_PRAGMA_(x) _Pragma(#x)
 /* #pragma GCC unroll does not expand macros; _Pragma of a string does. */
 #define V_UNROLL(n) V_PRAGMA_(GCC unroll n)
@@ -141,27 +132,6 @@ static void V_FN(pv_tile)(float *ot, int64_t ldo, const float *alpha,
   tile_product(ot, ldo, v, 1, ldv, p, ldp, nk, dv, m, 1, alpha);
 }
 
-/* ==== tanh ============================================================== */
-
-/* tanh(x) to a few ulp: x + x^3 P(x^2) below 0.625 (Cephes tanhf), else
- * 1 - 2 / (exp(2|x|) + 1), sign restored. */
-AI V tanh_v(V x)
-{
-  const V sign = V_SET1(-0.0f);
-  V ax = V_ANDNOT(sign, x), z = V_MUL(ax, ax), p, big, e;
-
-  p = V_SET1(-5.70498872745e-3f);
-  p = V_FMADD(p, z, V_SET1(2.06390887954e-2f));
-  p = V_FMADD(p, z, V_SET1(-5.37397155531e-2f));
-  p = V_FMADD(p, z, V_SET1(1.33314422036e-1f));
-  p = V_FMADD(p, z, V_SET1(-3.33332819422e-1f));
-  p = V_FMADD(V_MUL(p, z), ax, ax);
-  e = V_EXP(V_MIN(V_SET1(88.0f), V_ADD(ax, ax)));
-  big = V_SUB(V_SET1(1.0f), V_DIV(V_SET1(2.0f), V_ADD(e, V_SET1(1.0f))));
-  p = V_SEL(V_CMP(ax, V_SET1(0.625f), _CMP_LT_OQ), big, p);
-  return V_OR(p, V_AND(x, sign));
-}
-
 /* ==== softmax of a tile ================================================= */
 
 /* Score vector (rows i0 .. i0+V_W-1, tile key j) after softcap, biases and
@@ -225,7 +195,7 @@ AI void softmax_body(const struct ab__attn_tile *t, int has_cap, int has_bptr,
       for (j = 0; j < nk; j++) {
         V x = finish_scores(t, i0, j, has_cap, has_bptr, has_tb, has_mask,
                             bcontig, lo, hi);
-        V p = V_DIV(V_EXP(V_SUB(x, mu)), den);
+        V p = V_DIV(exp_v(V_SUB(x, mu)), den);
         V_STORE(t->s + j * ld + i0, V_MASKZ(live, p));
       }
       continue;
@@ -248,12 +218,12 @@ AI void softmax_body(const struct ab__attn_tile *t, int has_cap, int has_bptr,
     mnew = V_MAX(mold, vmax);
     mu = V_MASKZ(V_CMP(mnew, ninf, _CMP_NEQ_OQ), mnew);
     for (j = 0; j < nk; j++) {
-      V p = V_EXP(V_SUB(V_LOAD(t->s + j * ld + i0), mu));
+      V p = exp_v(V_SUB(V_LOAD(t->s + j * ld + i0), mu));
       V_STORE(t->s + j * ld + i0, p);
       sum = V_ADD(sum, p);
     }
     {
-      V alpha = V_EXP(V_SUB(mold, mu));
+      V alpha = exp_v(V_SUB(mold, mu));
       l = V_FMADD(V_LOAD(t->l + i0), alpha, sum);
       V_STORE(t->alpha + i0, alpha);
       V_STORE(t->l + i0, l);
@@ -282,5 +252,267 @@ static void V_FN(softmax_tile)(const struct ab__attn_tile *t)
     SOFTMAX_CASE(12) SOFTMAX_CASE(13) SOFTMAX_CASE(14) SOFTMAX_CASE(15)
   default:
     break;
+  }
+}
+
+/* ==== few rows: vectorised over the head dimension ====================== *
+ * qk_rows and pv_rows (see kernels/attn.h) for the blocks of a handful of
+ * rows that decoding makes.  Register blocks, from the including file:
+ *   QKR_KB x QKR_RB    keys x rows of q.k dot products, each accumulated
+ *                      over the head dimension in one vector, then summed
+ *                      across its lanes;
+ *   PVR_RB x PVR_CB    rows x vectors of output columns, each key's value
+ *                      row loaded once per block and used for every row.
+ * The element type `e` is a constant in every inlined body, so each type
+ * gets its own loops with the widening folded into the loads. */
+
+/* V_W elements of type e at p + off, as floats. */
+AI V load_elem(const void *p, int64_t off, const int e)
+{
+  if (e == AB__ELEM_BF16)
+    return V_LOADU_BF16((const uint16_t *)p + off);
+  if (e == AB__ELEM_F16)
+    return V_LOADU_F16((const uint16_t *)p + off);
+  return V_LOADU((const float *)p + off);
+}
+
+/* The first n (< V_W) of them; the other lanes are 0 and nothing past
+ * p + off + n is read. */
+AI V load_elem_part(const void *p, int64_t off, int64_t n, const int e)
+{
+  uint16_t h[V_W];
+
+  if (e == AB__ELEM_F32)
+    return V_LOAD_PART((const float *)p + off, n);
+  memset(h, 0, sizeof h);
+  memcpy(h, (const uint16_t *)p + off, (size_t)n * sizeof h[0]);
+  return load_elem(h, 0, e);
+}
+
+/* s[a*lds + b] = k_a . q_b for KB keys and RB rows. */
+AI void qk_rows_block(const int KB, const int RB, const int e, float *s,
+                      int64_t lds, const void *k, int64_t ldk, const float *q,
+                      int64_t ldq, int64_t d)
+{
+  V acc[QKR_KB][QKR_RB];
+  int64_t c;
+  int a, b;
+
+  V_UNROLL(QKR_KB)
+  for (a = 0; a < KB; a++)
+    V_UNROLL(QKR_RB)
+    for (b = 0; b < RB; b++)
+      acc[a][b] = V_ZERO();
+  for (c = 0; c + V_W <= d; c += V_W) {
+    V kv[QKR_KB];
+    V_UNROLL(QKR_KB)
+    for (a = 0; a < KB; a++)
+      kv[a] = load_elem(k, a * ldk + c, e);
+    V_UNROLL(QKR_RB)
+    for (b = 0; b < RB; b++) {
+      V qv = V_LOADU(q + b * ldq + c);
+      V_UNROLL(QKR_KB)
+      for (a = 0; a < KB; a++)
+        acc[a][b] = V_FMADD(kv[a], qv, acc[a][b]);
+    }
+  }
+  if (c < d) {
+    V kv[QKR_KB];
+    V_UNROLL(QKR_KB)
+    for (a = 0; a < KB; a++)
+      kv[a] = load_elem_part(k, a * ldk + c, d - c, e);
+    V_UNROLL(QKR_RB)
+    for (b = 0; b < RB; b++) {
+      V qv = V_LOAD_PART(q + b * ldq + c, d - c);
+      V_UNROLL(QKR_KB)
+      for (a = 0; a < KB; a++)
+        acc[a][b] = V_FMADD(kv[a], qv, acc[a][b]);
+    }
+  }
+  V_UNROLL(QKR_KB)
+  for (a = 0; a < KB; a++)
+    V_UNROLL(QKR_RB)
+    for (b = 0; b < RB; b++)
+      s[a * lds + b] = V_HSUM(acc[a][b]);
+}
+
+#define QKR_CASE(KB, RB)                                                       \
+  case (KB - 1) * QKR_RB + (RB - 1):                                           \
+    qk_rows_block(KB, RB, e, s + j0 * lds + i0, lds, (const char *)k +         \
+                  (size_t)(j0 * ldk) * esz, ldk, q + i0 * ldq, ldq, d);        \
+    break;
+#if QKR_KB == 4 && QKR_RB == 4
+#define QKR_CASES(RB) QKR_CASE(1, RB) QKR_CASE(2, RB) QKR_CASE(3, RB) QKR_CASE(4, RB)
+#define QKR_SWITCH QKR_CASES(1) QKR_CASES(2) QKR_CASES(3) QKR_CASES(4)
+#elif QKR_KB == 2 && QKR_RB == 4
+#define QKR_CASES(RB) QKR_CASE(1, RB) QKR_CASE(2, RB)
+#define QKR_SWITCH QKR_CASES(1) QKR_CASES(2) QKR_CASES(3) QKR_CASES(4)
+#else
+#error "attn-simd.c.h: QKR_KB x QKR_RB must be 4 x 4 or 2 x 4"
+#endif
+
+/* Keys outer, rows inner: each key row is read once, the few rows of q
+ * stay in L1. */
+AI void qk_rows_e(const int e, float *s, int64_t lds, const void *k,
+                  int64_t ldk, const float *q, int64_t ldq, int64_t nk,
+                  int64_t d, int64_t m)
+{
+  const size_t esz = e == AB__ELEM_F32 ? 4 : 2;
+  int64_t j0, i0;
+
+  for (j0 = 0; j0 < nk; j0 += QKR_KB) {
+    int kb = (int)(nk - j0 < QKR_KB ? nk - j0 : QKR_KB);
+    for (i0 = 0; i0 < m; i0 += QKR_RB) {
+      int rb = (int)(m - i0 < QKR_RB ? m - i0 : QKR_RB);
+      switch ((kb - 1) * QKR_RB + (rb - 1)) {
+        QKR_SWITCH
+      default:
+        break;
+      }
+    }
+  }
+}
+
+static void V_FN(qk_rows)(float *s, int64_t lds, const void *k, int64_t ldk,
+                          enum ab__elem ke, const float *q, int64_t ldq,
+                          int64_t nk, int64_t d, int64_t m)
+{
+  switch (ke) {
+  case AB__ELEM_BF16: qk_rows_e(AB__ELEM_BF16, s, lds, k, ldk, q, ldq, nk, d, m); break;
+  case AB__ELEM_F16: qk_rows_e(AB__ELEM_F16, s, lds, k, ldk, q, ldq, nk, d, m); break;
+  case AB__ELEM_F32: qk_rows_e(AB__ELEM_F32, s, lds, k, ldk, q, ldq, nk, d, m); break;
+  }
+}
+
+/* Rows b < RB, columns [0, CB*V_W) of o: o = o*alpha + sum_j p_j v_j. */
+AI void pv_rows_block(const int RB, const int CB, const int e, float *o,
+                      int64_t ldo, const float *alpha, const void *v,
+                      int64_t ldv, const float *p, int64_t ldp, int64_t nk)
+{
+  V acc[PVR_RB][PVR_CB];
+  int64_t j;
+  int a, b;
+
+  V_UNROLL(PVR_RB)
+  for (b = 0; b < RB; b++)
+    V_UNROLL(PVR_CB)
+    for (a = 0; a < CB; a++) {
+      acc[b][a] = V_LOADU(o + b * ldo + a * V_W);
+      if (alpha)
+        acc[b][a] = V_MUL(acc[b][a], V_SET1(alpha[b]));
+    }
+  for (j = 0; j < nk; j++) {
+    V vv[PVR_CB];
+    V_UNROLL(PVR_CB)
+    for (a = 0; a < CB; a++)
+      vv[a] = load_elem(v, j * ldv + a * V_W, e);
+    V_UNROLL(PVR_RB)
+    for (b = 0; b < RB; b++) {
+      V pb = V_BCAST(p + j * ldp + b);
+      V_UNROLL(PVR_CB)
+      for (a = 0; a < CB; a++)
+        acc[b][a] = V_FMADD(pb, vv[a], acc[b][a]);
+    }
+  }
+  V_UNROLL(PVR_RB)
+  for (b = 0; b < RB; b++)
+    V_UNROLL(PVR_CB)
+    for (a = 0; a < CB; a++)
+      V_STOREU(o + b * ldo + a * V_W, acc[b][a]);
+}
+
+/* The last n (< V_W) columns of rows b < m, one partial vector each. */
+AI void pv_rows_part(const int e, float *o, int64_t ldo, const float *alpha,
+                     const void *v, int64_t ldv, const float *p, int64_t ldp,
+                     int64_t nk, int64_t n, int64_t m)
+{
+  int64_t b, j;
+
+  for (b = 0; b < m; b++) {
+    V acc = V_LOAD_PART(o + b * ldo, n);
+    if (alpha)
+      acc = V_MUL(acc, V_SET1(alpha[b]));
+    for (j = 0; j < nk; j++)
+      acc = V_FMADD(V_BCAST(p + j * ldp + b), load_elem_part(v, j * ldv, n, e),
+                    acc);
+    V_STORE_PART(o + b * ldo, n, acc);
+  }
+}
+
+#define PVR_CASE(RB, CB)                                                       \
+  case (RB - 1) * PVR_CB + (CB - 1):                                           \
+    pv_rows_block(RB, CB, e, o + i0 * ldo + c0, ldo, alpha ? alpha + i0 : NULL, \
+                  (const char *)v + (size_t)c0 * esz, ldv, p + i0, ldp, nk);   \
+    break;
+#if PVR_RB == 2 && PVR_CB == 8
+#define PVR_CASES(RB)                                                          \
+  PVR_CASE(RB, 1) PVR_CASE(RB, 2) PVR_CASE(RB, 3) PVR_CASE(RB, 4)              \
+  PVR_CASE(RB, 5) PVR_CASE(RB, 6) PVR_CASE(RB, 7) PVR_CASE(RB, 8)
+#elif PVR_RB == 2 && PVR_CB == 4
+#define PVR_CASES(RB)                                                          \
+  PVR_CASE(RB, 1) PVR_CASE(RB, 2) PVR_CASE(RB, 3) PVR_CASE(RB, 4)
+#else
+#error "attn-simd.c.h: PVR_RB x PVR_CB must be 2 x 8 or 2 x 4"
+#endif
+
+AI void pv_rows_e(const int e, float *o, int64_t ldo, const float *alpha,
+                  const void *v, int64_t ldv, const float *p, int64_t ldp,
+                  int64_t nk, int64_t dv, int64_t m)
+{
+  const size_t esz = e == AB__ELEM_F32 ? 4 : 2;
+  const int64_t full = dv / V_W * V_W;
+  int64_t i0, c0;
+
+  for (i0 = 0; i0 < m; i0 += PVR_RB) {
+    int rb = (int)(m - i0 < PVR_RB ? m - i0 : PVR_RB);
+    for (c0 = 0; c0 < full; c0 += PVR_CB * V_W) {
+      int cb = (int)((full - c0) / V_W < PVR_CB ? (full - c0) / V_W : PVR_CB);
+      switch ((rb - 1) * PVR_CB + (cb - 1)) {
+        PVR_CASES(1) PVR_CASES(2)
+      default:
+        break;
+      }
+    }
+  }
+  if (full < dv)
+    pv_rows_part(e, o + full, ldo, alpha, (const char *)v + (size_t)full * esz,
+                 ldv, p, ldp, nk, dv - full, m);
+}
+
+static void V_FN(pv_rows)(float *o, int64_t ldo, const float *alpha,
+                          const void *v, int64_t ldv, enum ab__elem ve,
+                          const float *p, int64_t ldp, int64_t nk, int64_t dv,
+                          int64_t m)
+{
+  switch (ve) {
+  case AB__ELEM_BF16: pv_rows_e(AB__ELEM_BF16, o, ldo, alpha, v, ldv, p, ldp, nk, dv, m); break;
+  case AB__ELEM_F16: pv_rows_e(AB__ELEM_F16, o, ldo, alpha, v, ldv, p, ldp, nk, dv, m); break;
+  case AB__ELEM_F32: pv_rows_e(AB__ELEM_F32, o, ldo, alpha, v, ldv, p, ldp, nk, dv, m); break;
+  }
+}
+
+/* ==== widening a tile of 16-bit rows ==================================== */
+
+AI void widen_e(const int e, float *dst, int64_t ldd, const void *src,
+                int64_t lds, int64_t rows, int64_t cols)
+{
+  int64_t r, c;
+
+  for (r = 0; r < rows; r++) {
+    float *d = dst + r * ldd;
+    for (c = 0; c + V_W <= cols; c += V_W)
+      V_STOREU(d + c, load_elem(src, r * lds + c, e));
+    if (c < cols)
+      V_STORE_PART(d + c, cols - c, load_elem_part(src, r * lds + c, cols - c, e));
+  }
+}
+
+static void V_FN(widen)(float *dst, int64_t ldd, const void *src, int64_t lds,
+                        enum ab__elem e, int64_t rows, int64_t cols)
+{
+  switch (e) {
+  case AB__ELEM_BF16: widen_e(AB__ELEM_BF16, dst, ldd, src, lds, rows, cols); break;
+  case AB__ELEM_F16: widen_e(AB__ELEM_F16, dst, ldd, src, lds, rows, cols); break;
+  case AB__ELEM_F32: widen_e(AB__ELEM_F32, dst, ldd, src, lds, rows, cols); break;
   }
 }

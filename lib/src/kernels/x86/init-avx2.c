@@ -10,5 +10,6 @@ void ab__kernels_avx2(struct ab__kernels *k)
   k->isa = "avx2";
   ab__rope_kernels_avx2(&k->rope);
   ab__bias_kernels_avx2(&k->bias);
+  ab__enc_kernels_avx2(&k->enc);
   ab__attn_kernels_avx2(&k->attn);
 }

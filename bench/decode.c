@@ -1,0 +1,213 @@
+/* decode.c: attention at decoding shapes -- a few new query rows per head
+ * (Nq = 1, 4, 16, causal, bottom-right) against a long key/value cache
+ * (Nk = 4096, 32768), GQA Hq = 32, Hkv = 8, d = 128, k and v float32 and
+ * bfloat16 -- the shape every inference engine lives on, and a memory-bound
+ * one: K and V are read once per step.  Reported as GB/s of K and V read
+ * and as % of the triad probe run in the same rounds.  Every timed run
+ * starts with K and V out of the caches (an eviction stream runs before
+ * it), as a cache that many layers share would be. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEC_HQ 32
+#define DEC_HKV 8
+#define DEC_D 128
+#define EVICT_BYTES ((size_t)96 << 20) /* several times any L3 seen here */
+
+struct dec_var {
+  int nq, bf16;
+  struct ab_tensor tq, tk, tv;
+  struct ab_attn_params p;
+  struct bench_samples ms;
+  double err;
+  int failed;
+};
+
+/* Reads every line of the eviction buffer: K and V of the last run leave
+ * the caches. */
+static void evict(const float *buf)
+{
+  static volatile float sink; /* keeps the reads */
+  float acc = 0.0f;
+  size_t i;
+
+  for (i = 0; i < EVICT_BYTES / 4; i += 16)
+    acc += buf[i];
+  sink = acc;
+  (void)sink;
+}
+
+/* Output row (h, r) against float64, keys 0 .. Nk - Nq + r (causal,
+ * bottom-right); k and v as the floats they hold (bf16 widened). */
+static double dec_ref_row(const struct dec_var *v, const float *q,
+                          const float *kf, const float *vf, const float *out,
+                          int nk, int h, int r, double *s)
+{
+  const int nq = v->nq, kvh = h / (DEC_HQ / DEC_HKV), last = nk - nq + r;
+  const size_t head = (size_t)kvh * nk * DEC_D;
+
+  return bench_attn_row_err(q + ((size_t)h * nq + r) * DEC_D, kf + head,
+                            vf + head, last + 1, DEC_D,
+                            out + ((size_t)h * nq + r) * DEC_D, s);
+}
+
+static int dec_run(struct bench_pool *pool, struct dec_var *v, double *sec)
+{
+  ab_job_t *job = NULL;
+  double t0 = bench_now();
+  enum ab_status st = ab_attention_job(&v->p, &job);
+
+  if (st == AB_STATUS_OK) {
+    st = bench_pool_job(pool, job);
+    ab_job_free(job);
+  }
+  *sec = bench_now() - t0;
+  if (st != AB_STATUS_OK) {
+    if (!v->failed)
+      printf("  decode Nq %d %s failed: %s (%s)\n", v->nq,
+             v->bf16 ? "bf16" : "fp32", ab_status_str(st),
+             ab_last_error()->msg);
+    v->failed = 1;
+    return -1;
+  }
+  return 0;
+}
+
+static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
+                      int nnq, const float *evbuf)
+{
+  const size_t nkv = (size_t)DEC_HKV * nk * DEC_D;
+  const int maxq = nqs[nnq - 1];
+  float *q = bench_alloc((size_t)DEC_HQ * maxq * DEC_D * 4);
+  float *out = bench_alloc((size_t)DEC_HQ * maxq * DEC_D * 4);
+  float *kf = bench_alloc(nkv * 4), *vf = bench_alloc(nkv * 4);
+  uint16_t *kh = bench_alloc(nkv * 2), *vh = bench_alloc(nkv * 2);
+  double *s = bench_alloc((size_t)nk * sizeof *s);
+  struct dec_var var[8];
+  struct bench_samples probe = {0};
+  int nvar = 2 * nnq, i, r, reps = g_opt.quick ? 2 : 7;
+  double secs;
+  size_t x;
+
+  bench_fill(q, (size_t)DEC_HQ * maxq * DEC_D, 41, 1.0f);
+  bench_fill(kf, nkv, 42, 1.0f);
+  bench_fill(vf, nkv, 43, 1.0f);
+  for (x = 0; x < nkv; x++) {
+    kh[x] = ab_f32_to_bf16(kf[x]);
+    vh[x] = ab_f32_to_bf16(vf[x]);
+  }
+  memset(var, 0, sizeof var);
+  for (i = 0; i < nvar; i++) {
+    struct dec_var *v = &var[i];
+    int64_t qs[4] = {1, DEC_HQ, 0, DEC_D}, ks[4] = {1, DEC_HKV, nk, DEC_D};
+
+    v->nq = nqs[i / 2];
+    v->bf16 = i % 2;
+    v->err = -1;
+    qs[2] = v->nq;
+    if (ab_tensor_init(&v->tq, q, AB_DTYPE_F32, 4, qs) ||
+        ab_tensor_init(&v->tk, v->bf16 ? (void *)kh : kf,
+                       v->bf16 ? AB_DTYPE_BF16 : AB_DTYPE_F32, 4, ks) ||
+        ab_tensor_init(&v->tv, v->bf16 ? (void *)vh : vf,
+                       v->bf16 ? AB_DTYPE_BF16 : AB_DTYPE_F32, 4, ks)) {
+      printf("  cannot describe the tensors: %s\n", ab_last_error()->msg);
+      v->failed = 1;
+    }
+    ab_attn_params_init(&v->p);
+    v->p.q = &v->tq, v->p.k = &v->tk, v->p.v = &v->tv;
+    v->p.causal = 1;
+    v->p.out = out;
+  }
+
+  /* Warm-up and check (bf16: against the widened values). */
+  for (i = 0; i < nvar; i++) {
+    struct dec_var *v = &var[i];
+    if (v->failed || dec_run(pool, v, &secs) != 0)
+      continue;
+    if (v->bf16)
+      for (x = 0; x < nkv; x++) {
+        kf[x] = ab_bf16_to_f32(kh[x]);
+        vf[x] = ab_bf16_to_f32(vh[x]);
+      }
+    v->err = fmax(dec_ref_row(v, q, kf, vf, out, nk, 0, 0, s),
+                  dec_ref_row(v, q, kf, vf, out, nk, DEC_HQ - 1, v->nq - 1,
+                              s));
+    if (v->bf16) { /* float32 k, v as before for the next variant */
+      bench_fill(kf, nkv, 42, 1.0f);
+      bench_fill(vf, nkv, 43, 1.0f);
+    }
+  }
+  for (r = 0; r < reps; r++) {
+    for (i = 0; i < nvar; i++) {
+      if (var[i].failed)
+        continue;
+      evict(evbuf);
+      if (dec_run(pool, &var[i], &secs) == 0)
+        bench_samples_add(&var[i].ms, secs * 1e3);
+    }
+    bench_samples_add(&probe, bench_probe_triad_once(pool, 0));
+  }
+  for (i = 0; i < nvar; i++) {
+    struct dec_var *v = &var[i];
+    double med = bench_median(&v->ms), gbs, rel = NAN;
+    double bytes = 2.0 * (double)nkv * (v->bf16 ? 2 : 4);
+
+    if (v->ms.n == 0)
+      continue;
+    gbs = bytes / (med * 1e-3) * 1e-9;
+    if (v->bf16 && var[i - 1].ms.n)
+      rel = med / bench_median(&var[i - 1].ms);
+    printf("   %-5s %3d %6d %8.2f [%.2f-%.2f] %7.1f %6.1f%% %6.1f%%",
+           v->bf16 ? "bf16" : "fp32", v->nq, nk, med, bench_min(&v->ms),
+           bench_max(&v->ms), gbs,
+           100.0 * gbs / bench_ceiling_now(BENCH_CEIL_TRIAD),
+           100.0 * gbs / bench_median(&probe));
+    if (v->bf16)
+      printf("  %5.2f", rel);
+    else
+      printf("      -");
+    if (v->err < 0)
+      printf("  -\n");
+    else
+      printf("  %s %.0e\n", v->err <= 2e-3 ? "ok" : "WRONG", v->err);
+    res_begin("attention_decode");
+    res_str("dtype", v->bf16 ? "bf16" : "fp32");
+    res_int("Nq", v->nq);
+    res_int("Nk", nk);
+    res_int("Hq", DEC_HQ);
+    res_int("Hkv", DEC_HKV);
+    res_int("d", DEC_D);
+    res_num("ms_median", med);
+    res_num("gbs", gbs);
+    res_num("pct_triad_round", 100.0 * gbs / bench_median(&probe));
+    res_end();
+  }
+  if (probe.n)
+    printf("   (triad probe, same rounds: %.1f GB/s)\n", bench_median(&probe));
+  free(q), free(out), free(kf), free(vf), free(kh), free(vh), free(s);
+}
+
+void bench_decode(struct bench_pool *pool)
+{
+  static const int full_nk[] = {4096, 32768}, full_nq[] = {1, 4, 16};
+  static const int quick_nk[] = {4096}, quick_nq[] = {1, 4};
+  const int *nks = g_opt.quick ? quick_nk : full_nk;
+  const int *nqs = g_opt.quick ? quick_nq : full_nq;
+  int nnk = g_opt.quick ? 1 : 2, nnq = g_opt.quick ? 2 : 3, a;
+  float *evbuf = bench_alloc(EVICT_BYTES);
+
+  bench_section("attention decoding: Nq new rows, causal, against Nk keys "
+                "(Hq %d, Hkv %d, d %d; GB/s of K and V read, %% of triad)",
+                DEC_HQ, DEC_HKV, DEC_D);
+  printf("   K and V start out of the caches every run; bf16/fp32: time "
+         "ratio, same rounds\n");
+  printf("   dtype  Nq     Nk    ms median [min-max]    GB/s  %%triad "
+         "%%round bf16/fp32 check\n");
+  bench_fill(evbuf, EVICT_BYTES / 4, 44, 1.0f);
+  for (a = 0; a < nnk; a++)
+    dec_shape(pool, nks[a], nqs, nnq, evbuf);
+  free(evbuf);
+}
