@@ -282,6 +282,8 @@ soak: $(DEPS_STAMP) $(SERVER) $(SOAK_BIN)
 #                    JSON number reader agrees with jansson
 #   png              the PNG heatmap on any shape, panels and values, read by
 #                    libpng
+#   model            a model's config.json through the resolver
+#                    (srv_model_resolve), for any layer
 # Each is linked twice from the same objects, so a missing symbol fails both:
 #   $(BUILD)/fuzz/<t>       with tests/fuzz/standalone.c, any compiler: replays
 #                           inputs (make test replays every corpus with it)
@@ -303,7 +305,8 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   ?=
 FUZZ_ROUTES   = encodings rope bias attention
-FUZZ_TARGETS  = codec $(FUZZ_ROUTES:%=params-%) safetensors npy b64 number png
+FUZZ_TARGETS  = codec $(FUZZ_ROUTES:%=params-%) safetensors npy b64 number png \
+                model
 TARGET       ?= $(FUZZ_TARGETS)
 # What links a target: its main (standalone.o for replay binaries, nothing
 # for libFuzzer, which brings its own), its file, the codec and util/; the
@@ -321,7 +324,8 @@ FUZZ_ROUTE_OBJ = $(patsubst %.c,$(BUILD)/%.o,server/util/config.c \
                  $(FUZZ_MODEL_OBJ) $(BUILD)/tests/fuzz/fuzz-routes.o
 fuzz_objs = $(BUILD)/tests/fuzz/fuzz-$(1).o $(BUILD)/tests/fuzz/fuzz-common.o \
             $(FUZZ_CODEC_OBJ) \
-            $(if $(filter params-% safetensors,$(1)),$(FUZZ_ROUTE_OBJ))
+            $(if $(filter params-% safetensors,$(1)),$(FUZZ_ROUTE_OBJ)) \
+            $(if $(filter model,$(1)),$(FUZZ_MODEL_OBJ))
 FUZZ_REPLAYS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 FUZZ_SAN     = -fsanitize=fuzzer-no-link,address,undefined \
                -fno-sanitize-recover=undefined

@@ -13,13 +13,17 @@ Writes, per target, into OUT/<target>/ (the scratch corpora of `make fuzz`):
   safetensors      safetensors bodies, after fuzz-safetensors.c's mode
                    byte (the route; for /v1/attention also a copy that
                    starts early with half the data section in);
-  codec            both kinds, after fuzz-codec.c's mode byte.
+  codec            both kinds, after fuzz-codec.c's mode byte;
+  model            the presets' configs (models/*.json) for a few layers,
+                   and every "config" object a JSON request sent, after
+                   fuzz-model.c's layer byte.
 Bodies over 64 KiB are left out.  `make fuzz-merge` then folds the scratch
 corpora into tests/fuzz/corpus/, keeping only inputs that add coverage.
 """
 
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -65,6 +69,30 @@ class Seeds:
             head = ("Accept: %s\n" % accept).encode() if accept else b""
             self.add("params-" + m.group(1), head + body)
             self.add("codec", bytes([0]) + body)
+            try:
+                req = json.loads(body)
+            except ValueError:
+                return
+            if isinstance(req, dict) and isinstance(req.get("config"), dict):
+                layer = req.get("layer", 0)
+                if isinstance(layer, int) and 0 <= layer < 0xf0:
+                    self.model(req["config"], layer)
+
+    def model(self, config, layer):
+        """fuzz-model.c: the layer byte, then the config's JSON text."""
+        self.add("model", bytes([layer]) + json.dumps(config).encode())
+
+
+def preset_configs(seeds):
+    """The presets' configs, for layers 0, 1 and 5 (families whose layers
+    alternate differ there)."""
+    d = os.path.join(ROOT, "models")
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".json"):
+            with open(os.path.join(d, name)) as f:
+                config = json.load(f)["config"]
+            for layer in (0, 1, 5):
+                seeds.model(config, layer)
 
 
 def readme_requests(seeds):
@@ -98,6 +126,7 @@ def main(argv):
         del argv[i:i + 2]
     seeds = Seeds(out)
     readme_requests(seeds)
+    preset_configs(seeds)
 
     spec = importlib.util.spec_from_file_location(
         "run", os.path.join(ROOT, "tests", "http", "run.py"))
