@@ -227,7 +227,7 @@ struct srv_call {
   const char *const (*custom_headers)[2];
   int ncustom_headers;
   /* Unknown request fields, for X-Attnbias-Ignored: names separated by
-   * commas, ready for the header (srv_call_ignore). */
+   * commas, ready for the header (srv_codec_ignore). */
   struct srv_buf ignored;
   /* Prefer: handling=strict (RFC 7240): unknown fields are a 400, and the
    * answer says Preference-Applied; strict_first is the first unknown
@@ -283,14 +283,6 @@ struct srv_call {
  * first "handling" preference counts; names and values are
  * case-insensitive; parameters after ';' are skipped).  (util/prefer.c) */
 int srv_prefer_strict(const char *value);
-
-/* Add the field at a JSON pointer to c->ignored, by name: the pointer's
- * tokens joined by dots ("/rope/rope_scaling/odd" -> rope.rope_scaling.odd,
- * as nested tensors are named in safetensors), with the bytes a name in a
- * header list cannot carry percent-encoded (control bytes, non-ASCII,
- * space, '%' and the separators ',' and '.').  The list is cut, ending in
- * "...", past a couple of kilobytes.  (http/call.c) */
-void srv_call_ignore(struct srv_call *c, const char *pointer);
 
 /* ======================================================================
  * route/: the route table (routes.def is the single list)
@@ -378,6 +370,19 @@ void srv_codec_show(const struct srv_call *c, const json_t *v, char *buf,
  * string to jansson; really an array of numbers or a base64 string):
  * parameter checks must not take it for a string. */
 int srv_codec_lifted(const struct srv_call *c, const json_t *v);
+
+/* An unknown field at a JSON pointer: under Prefer: handling=strict the
+ * first one is kept (c->strict_first, the 400's field), and every one is
+ * added to c->ignored (the text of X-Attnbias-Ignored) by name: the
+ * pointer's tokens joined by dots ("/rope/rope_scaling/odd" ->
+ * rope.rope_scaling.odd, as nested tensors are named in safetensors), with
+ * the bytes a name in a header list cannot carry percent-encoded (control
+ * bytes, non-ASCII, space, '%' and the separators ',' and '.').  The list
+ * is cut, ending in "...", past a couple of kilobytes.  In the codec, not
+ * http/: the codec and the parameter parser report into it without
+ * depending on the call pipeline.  A field a model config filled in is
+ * reported by its config key through srv_config_ignore. */
+void srv_codec_ignore(struct srv_call *c, const char *pointer);
 
 /* Write the problem+json body of e into out. */
 int srv_codec_problem(const struct srv_err *e, struct srv_buf *out);
@@ -513,6 +518,9 @@ void srv_config_blame(const struct srv_call *c, struct srv_err *err);
  * config filled that field in (into buf), else ptr itself. */
 const char *srv_config_pointer(const struct srv_call *c, const char *ptr,
                                char *buf, size_t cap);
+/* srv_codec_ignore for request pointer ptr, named as srv_config_pointer
+ * names it (the handlers' unknown fields, the config's own). */
+void srv_config_ignore(struct srv_call *c, const char *ptr);
 
 /* ======================================================================
  * work/: the pool

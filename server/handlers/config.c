@@ -710,7 +710,7 @@ static int resolve_rope(struct rd *r, int slides)
   static const char *const maxpos_k[] = {"max_position_embeddings",
                                          "n_positions", "max_seq_len", NULL};
   const json_t *rp = rope_parameters(r);
-  int64_t v;
+  int64_t v = 0; /* stays 0 when no spelling is present */
 
   if (resolve_head_dim(r) != 0 || resolve_theta(r, slides, rp) != 0 ||
       resolve_partial(r) != 0 || resolve_pairing(r) != 0)

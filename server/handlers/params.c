@@ -109,7 +109,7 @@ void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
     for (i = 0; extra && extra[i] && !known; i++)
       known = strcmp(extra[i], key) == 0;
     if (!known)
-      srv_call_ignore(pc->c, srv_pctx_ptr(pc, key, ptr, sizeof ptr));
+      srv_config_ignore(pc->c, srv_pctx_ptr(pc, key, ptr, sizeof ptr));
   }
 }
 
@@ -139,7 +139,7 @@ void srv_params_unused_bin(const struct srv_pctx *pc)
         break;
       s = dot + 1;
     }
-    srv_call_ignore(pc->c, ptr);
+    srv_config_ignore(pc->c, ptr);
   }
 }
 

@@ -108,54 +108,6 @@ void srv_call_release(struct srv_call *c)
   srv_arena_free(&c->arena);
 }
 
-/* Beyond this many bytes the ignored list is cut: it is a courtesy header,
- * and a request with thousands of unknown members must not grow it (or the
- * response headers) without bound. */
-#define IGNORED_MAX 2048
-
-void srv_call_ignore(struct srv_call *c, const char *pointer)
-{
-  static const char hex[] = "0123456789ABCDEF";
-  struct srv_buf *b = &c->ignored;
-  char name[3 * 256 + 8], where[192];
-  const char *p;
-  size_t n = 0;
-
-  if (b->len >= IGNORED_MAX) {
-    /* Say once that the list was cut. */
-    if (b->len < 3 || memcmp(b->data + b->len - 3, "...", 3) != 0)
-      srv_buf_append(b, ",...", 4);
-    return;
-  }
-  /* A field a model config filled in is named by its config key. */
-  pointer = srv_config_pointer(c, pointer, where, sizeof where);
-  p = pointer;
-  if (c->strict && !c->strict_first[0])
-    srv_strcpy(c->strict_first, sizeof c->strict_first, pointer);
-  if (*p == '/')
-    p++;
-  for (; *p && n + 4 < sizeof name; p++) {
-    unsigned char ch = (unsigned char)*p;
-
-    if (ch == '/') {
-      name[n++] = '.';
-      continue;
-    }
-    if (ch == '~' && (p[1] == '0' || p[1] == '1'))
-      ch = *++p == '0' ? '~' : '/';
-    if (ch > 0x20 && ch < 0x7f && ch != '%' && ch != ',' && ch != '.') {
-      name[n++] = (char)ch;
-    } else {
-      name[n++] = '%';
-      name[n++] = hex[ch >> 4];
-      name[n++] = hex[ch & 15];
-    }
-  }
-  if (b->len)
-    srv_buf_append(b, ",", 1);
-  srv_buf_append(b, name, n);
-}
-
 void srv_call_fail(struct srv_call *c, const struct srv_err *e)
 {
   /* Used when even the problem body cannot be built (out of memory). */

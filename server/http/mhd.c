@@ -257,7 +257,7 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
   MHD_add_response_header(r, "Content-Type",
                           c->resp_type ? c->resp_type
                                        : "application/octet-stream");
-  /* Names made safe for a header value by srv_call_ignore. */
+  /* Names made safe for a header value by srv_codec_ignore. */
   if (c->ignored.len)
     MHD_add_response_header(r, "X-Attnbias-Ignored", c->ignored.data);
   if (c->strict)

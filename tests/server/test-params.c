@@ -219,8 +219,8 @@ TEST(params_errors_name_the_pointer)
 }
 
 /* Unknown members are listed by name, nested ones by dotted path, with
- * what a header list cannot carry percent-encoded (srv_call_ignore): the
- * separators ',' and '.', '%', control bytes and non-ASCII. */
+ * what a header list cannot carry percent-encoded (srv_config_ignore):
+ * the separators ',' and '.', '%', control bytes and non-ASCII. */
 TEST(params_unknown_members_are_listed_safely)
 {
   struct srv_call c;
