@@ -172,6 +172,7 @@ struct srv_output {
 };
 
 struct srv_route;
+struct srv_v2; /* codec/v2.c */
 struct srv_stream; /* http/call.c */
 struct srv_cfg_trace; /* handlers/config-apply.c */
 
@@ -186,6 +187,7 @@ struct srv_call {
   const struct srv_route *route;
   const char *content_type; /* header value or NULL */
   const char *accept;       /* header value or NULL */
+  const char *infer_header; /* Inference-Header-Content-Length or NULL */
   const char *body;         /* complete body (owned by http/) */
   size_t body_len;
   /* The buffer holding body, when http/ lets the call free it early: a
@@ -204,6 +206,9 @@ struct srv_call {
   int b64;                  /* "encoding": "b64" */
   const char *pick;         /* "output": name (for npy), or NULL */
   void *codec;              /* codec-private (parsed number spans), arena */
+  /* An Open Inference Protocol call (codec/v2.c): its id, model and the
+   * outputs it asked for, in the arena; NULL for every other call. */
+  struct srv_v2 *v2;
 
   /* ---- set by the handler's prepare ---- */
   ab_job_t *jobs[SRV_MAX_JOBS]; /* run before finish; freed by the call */
@@ -233,6 +238,9 @@ struct srv_call {
   int status;
   struct srv_buf resp_body;
   const char *resp_type;
+  /* A v2 answer with binary tensors: the length of its JSON header
+   * (Inference-Header-Content-Length), 0 for any other answer. */
+  size_t resp_infer_header;
   double kernel_seconds;    /* time spent in job pieces */
   /* When each phase ended (srv_now_ns, 0: not reached): the body was in,
    * decode began, decode + prepare were done, the first and the last piece ran, the
@@ -290,8 +298,11 @@ enum srv_route_flags {
   SRV_ROUTE_PUBLIC = 1,  /* no API key needed (health, metrics, openapi) */
   SRV_ROUTE_BODY = 2,    /* takes a request body (POST) */
   SRV_ROUTE_PNG = 4,     /* may answer image/png (Accept negotiation) */
-  SRV_ROUTE_EARLY = 8    /* may start computing while a safetensors body
+  SRV_ROUTE_EARLY = 8,   /* may start computing while a safetensors body
                           * arrives (its handler honours c->body_avail) */
+  SRV_ROUTE_V2 = 16      /* an Open Inference Protocol infer route: its
+                          * body is decoded by codec/v2.c into the call of
+                          * the /v1 route of its model */
 };
 
 struct srv_route {
@@ -307,6 +318,9 @@ struct srv_route {
  * or to 405 with err->allow filled. */
 const struct srv_route *srv_route_find(const char *method, const char *path,
                                        struct srv_err *err);
+/* The model a /v2/models/<model>... path names, copied into buf (cap
+ * bytes), or NULL when path is not such a path. */
+const char *srv_route_v2_model(const char *path, char *buf, size_t cap);
 /* The table itself (n entries), for tests and /v1/methods. */
 const struct srv_route *srv_route_table(size_t *n);
 /* The index in that table of the first route on path, -1 if none: a 405
@@ -443,6 +457,9 @@ int srv_h_bias_finish(struct srv_call *c, struct srv_err *err);
 int srv_h_attention(struct srv_call *c, struct srv_err *err);
 int srv_h_attention_finish(struct srv_call *c, struct srv_err *err);
 int srv_h_models(struct srv_call *c, struct srv_err *err);
+int srv_h_v2_server(struct srv_call *c, struct srv_err *err);
+int srv_h_v2_model(struct srv_call *c, struct srv_err *err);
+int srv_h_v2_model_ready(struct srv_call *c, struct srv_err *err);
 
 /* A model's config on a POST route (handlers/config-apply.c, docs/models.md):
  * before the handler runs, "model", "config", "layer" and the Hugging Face

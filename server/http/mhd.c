@@ -246,6 +246,8 @@ static void read_call_headers(struct srv_call *c, struct MHD_Connection *conn)
   c->content_type =
       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
   c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+  c->infer_header = MHD_lookup_connection_value(
+      conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
   c->strict = 0;
   MHD_get_connection_values(conn, MHD_HEADER_KIND, prefer_field, &c->strict);
 }
@@ -272,6 +274,11 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
                             c->cfg_upstream);
   if (c->cfg_layer[0])
     MHD_add_response_header(r, "X-Attnbias-Config-Layer", c->cfg_layer);
+  if (c->resp_infer_header) {
+    char n[24];
+    snprintf(n, sizeof n, "%zu", c->resp_infer_header);
+    MHD_add_response_header(r, "Inference-Header-Content-Length", n);
+  }
   server_timing(rq, timing, sizeof timing);
   if (timing[0])
     MHD_add_response_header(r, "Server-Timing", timing);
@@ -605,7 +612,8 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
   rq->length = length;
   if (!route)
     return send_error(rq, conn, &err);
-  if (atomic_load(&g_draining) && strcmp(route->path, "/healthz") != 0) {
+  if (atomic_load(&g_draining) && strcmp(route->path, "/healthz") != 0 &&
+      strcmp(route->path, "/v2/health/live") != 0) {
     srv_fail(&err, 503, NULL,
              "the server is shutting down; send the request elsewhere");
     srv_metrics_reject(SRV_REJECT_DRAINING);
