@@ -140,6 +140,10 @@ struct srv_config {
   double linger_mb;        /* this many MiB read and dropped, */
   int linger_max;          /* this many sockets at a time */
   int max_connections_per_ip;
+  /* Browsers (http/cors.c): the origins whose pages may call the server,
+   * one per line ("*": any, refused with an API key); "" : CORS off. */
+  char cors_origins[2048];
+  int cors_from_env;       /* cors_origins came from ATTNBIAS_CORS_ORIGIN */
 };
 extern struct srv_config srv_cfg;
 

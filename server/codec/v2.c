@@ -353,9 +353,9 @@ static int decode_input(struct srv_call *c, struct v2_in *in, size_t idx,
                *jp = json_object_get(j, "parameters"),
                *jd = json_object_get(j, "data"), *jsize;
   const char *name, *tn, *key;
-  int dtype = -1, rank, i;
-  int64_t shape[AB_MAX_DIMS], numel;
-  uint64_t bytes;
+  int dtype = -1, rank = 0, i;
+  int64_t shape[AB_MAX_DIMS], numel = 0;
+  uint64_t bytes = 0;
   const void *data;
   size_t k;
   json_t *v;
@@ -385,7 +385,9 @@ static int decode_input(struct srv_call *c, struct v2_in *in, size_t idx,
   json_object_foreach((json_t *)jp, key, v) {
     if (strcmp(key, "binary_data_size") != 0) {
       char p2[PTR_CAP];
-      snprintf(p2, sizeof p2, "%s/parameters/%s", ptr, key);
+      srv_strcpy(p2, sizeof p2, ptr);
+      srv_codec__pointer_add(p2, sizeof p2, "parameters", 10);
+      srv_codec__pointer_add(p2, sizeof p2, key, strlen(key));
       srv_call_ignore(c, p2);
     }
   }
@@ -394,7 +396,8 @@ static int decode_input(struct srv_call *c, struct v2_in *in, size_t idx,
         strcmp(key, "shape") && strcmp(key, "parameters") &&
         strcmp(key, "data")) {
       char p2[PTR_CAP];
-      snprintf(p2, sizeof p2, "%s/%s", ptr, key);
+      srv_strcpy(p2, sizeof p2, ptr);
+      srv_codec__pointer_add(p2, sizeof p2, key, strlen(key));
       srv_call_ignore(c, p2);
     }
   }
@@ -404,7 +407,8 @@ static int decode_input(struct srv_call *c, struct v2_in *in, size_t idx,
                     "parameters.binary_data_size (binary data after the "
                     "JSON), not %s",
                     name, jd ? "both" : "neither");
-  snprintf(dptr, sizeof dptr, "%s/data", ptr);
+  srv_strcpy(dptr, sizeof dptr, ptr);
+  srv_codec__pointer_add(dptr, sizeof dptr, "data", 4);
   data = jsize ? (const void *)binary_data(in, jsize, bytes, ptr, err)
                : json_data(c, jd, dtype, numel, dptr, err);
   if (!data)
@@ -790,7 +794,7 @@ int srv_codec__v2_encode(struct srv_call *c, struct srv_err *err)
   struct srv_buf *b = &c->resp_body;
   const struct srv_v2 *v = c->v2;
   struct v2_put put[SRV_MAX_OUTPUTS];
-  int i, n, nbin = 0;
+  int i, n = 0, nbin = 0;
 
   if (pick_outputs(c, put, &n, err))
     return -1;
