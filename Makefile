@@ -270,7 +270,7 @@ FUZZ_SRV     := $(wildcard server/codec/*.c) server/util/arena.c \
 FUZZ_SRV_OBJ  = $(FUZZ_SRV:%.c=$(BUILD)/%.o)
 REPLAY        = $(BUILD)/tests/fuzz/replay
 
-.PHONY: fuzz fuzz-replay
+.PHONY: fuzz fuzz-v2 fuzz-replay
 $(BUILD)/tests/fuzz/%.o: tests/fuzz/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Iserver $(SRV_CFLAGS) -MMD -MP -c $< -o $@
@@ -279,11 +279,23 @@ $(REPLAY): $(BUILD)/tests/fuzz/standalone.o $(BUILD)/tests/fuzz/fuzz-codec.o \
            $(FUZZ_SRV_OBJ) $(LIB_A)
 	$(CC) -pthread $(LDFLAGS) -o $@ $^ $(SRV_LIBS) -lm
 
-fuzz-replay: $(REPLAY)
+fuzz-replay: $(REPLAY) $(REPLAY)-v2
 	$(REPLAY) tests/fuzz/corpus
+	$(REPLAY)-v2 tests/fuzz/corpus-v2
 
 $(BUILD)/tests/fuzz/fuzz-codec: $(BUILD)/tests/fuzz/fuzz-codec.o \
                                 $(FUZZ_SRV_OBJ) $(LIB_A)
+	$(CC) -fsanitize=fuzzer,address,undefined -pthread -o $@ $^ \
+	  $(SRV_LIBS) -lm
+
+# The Open Inference Protocol target (fuzz-v2.c) decodes into the /v1 call
+# of a route: it links the whole server but main.c.  `make fuzz-v2`.
+$(REPLAY)-v2: $(BUILD)/tests/fuzz/standalone.o $(BUILD)/tests/fuzz/fuzz-v2.o \
+              $(SRV_LIB_OBJ) $(LIB_A)
+	$(CC) -pthread $(LDFLAGS) -o $@ $^ $(SRV_LIBS) -lm
+
+$(BUILD)/tests/fuzz/fuzz-v2: $(BUILD)/tests/fuzz/fuzz-v2.o $(SRV_LIB_OBJ) \
+                             $(LIB_A)
 	$(CC) -fsanitize=fuzzer,address,undefined -pthread -o $@ $^ \
 	  $(SRV_LIBS) -lm
 
@@ -295,6 +307,15 @@ fuzz: $(DEPS_STAMP)
 	$(FUZZ_BUILD)/tests/fuzz/fuzz-codec -max_total_time=$(FUZZ_SECONDS) \
 	  -max_len=65536 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/ \
 	  $(FUZZ_BUILD)/corpus
+
+fuzz-v2: $(DEPS_STAMP)
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer" \
+	  CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
+	  $(FUZZ_BUILD)/tests/fuzz/fuzz-v2
+	@mkdir -p $(FUZZ_BUILD)/corpus-v2 && cp tests/fuzz/corpus-v2/* $(FUZZ_BUILD)/corpus-v2/
+	$(FUZZ_BUILD)/tests/fuzz/fuzz-v2 -max_total_time=$(FUZZ_SECONDS) \
+	  -max_len=65536 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/v2- \
+	  $(FUZZ_BUILD)/corpus-v2
 
 # ---- the container image (podman; docker/podman.py) -------------------------
 # `make image` builds docker/Dockerfile as localhost/attnbias:latest;

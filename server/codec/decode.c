@@ -383,7 +383,7 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
 
   if (media(c->route, c->content_type, c->accept, &kind, &c->fmt, err))
     return -1;
-  if (c->route->flags & SRV_ROUTE_V2)
+  if (c->route && (c->route->flags & SRV_ROUTE_V2))
     return srv_codec__v2_decode(c, err);
   if (is_npy(c->body, c->body_len))
     return refuse_npy(c->content_type, err);
