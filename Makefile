@@ -331,7 +331,7 @@ FUZZ_CC      ?= clang
 FUZZ_FLAGS   ?=
 FUZZ_ROUTES   = encodings rope bias attention
 FUZZ_TARGETS  = codec $(FUZZ_ROUTES:%=params-%) safetensors npy b64 number png \
-                model
+                model v2
 TARGET       ?= $(FUZZ_TARGETS)
 # What links a target: its main (standalone.o for replay binaries, nothing
 # for libFuzzer, which brings its own), its file, the codec and util/; the
@@ -345,12 +345,16 @@ FUZZ_MODEL_OBJ = $(patsubst %.c,$(BUILD)/server/handlers/%.o,config.c \
                    config-keys.c presets.c) $(BUILD)/server/util/log.o
 FUZZ_ROUTE_OBJ = $(patsubst %.c,$(BUILD)/%.o,server/util/config.c \
                    $(addprefix server/handlers/,params.c output.c picture.c \
-                     config-apply.c encodings.c rope.c bias.c attention.c)) \
+                     config-apply.c encodings.c rope.c bias.c attention.c \
+                     analysis.c)) \
                  $(FUZZ_MODEL_OBJ) $(BUILD)/tests/fuzz/fuzz-routes.o
-fuzz_objs = $(BUILD)/tests/fuzz/fuzz-$(1).o $(BUILD)/tests/fuzz/fuzz-common.o \
-            $(FUZZ_CODEC_OBJ) \
-            $(if $(filter params-% safetensors,$(1)),$(FUZZ_ROUTE_OBJ)) \
-            $(if $(filter model,$(1)),$(FUZZ_MODEL_OBJ))
+# The Open Inference Protocol target (fuzz-v2.c) decodes into the /v1 call
+# of a route and encodes its answer: it links the whole server but main.c.
+fuzz_objs = $(BUILD)/tests/fuzz/fuzz-$(1).o \
+            $(if $(filter v2,$(1)),$(SRV_LIB_OBJ), \
+              $(BUILD)/tests/fuzz/fuzz-common.o $(FUZZ_CODEC_OBJ) \
+              $(if $(filter params-% safetensors,$(1)),$(FUZZ_ROUTE_OBJ)) \
+              $(if $(filter model,$(1)),$(FUZZ_MODEL_OBJ)))
 FUZZ_REPLAYS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 FUZZ_SAN     = -fsanitize=fuzzer-no-link,address,undefined \
                -fno-sanitize-recover=undefined
@@ -440,6 +444,7 @@ fuzz-merge:
 	  ls $(FUZZ_BUILD)/merge/$$t-* >/dev/null 2>&1 && echo "fuzz-merge" \
 	    "$$t: inputs that crash were left out: $(FUZZ_BUILD)/merge/$$t-*"; \
 	  done; true
+
 
 # ---- the container image (podman; docker/podman.py) -------------------------
 # `make image` builds docker/Dockerfile as localhost/attnbias:latest;

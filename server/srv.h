@@ -143,6 +143,10 @@ struct srv_config {
   double linger_mb;        /* this many MiB read and dropped, */
   int linger_max;          /* this many sockets at a time */
   int max_connections_per_ip;
+  /* Browsers (http/cors.c): the origins whose pages may call the server,
+   * one per line ("*": any, refused with an API key); "" : CORS off. */
+  char cors_origins[2048];
+  int cors_from_env;       /* cors_origins came from ATTNBIAS_CORS_ORIGIN */
 };
 extern struct srv_config srv_cfg;
 
@@ -179,6 +183,7 @@ struct srv_output {
 };
 
 struct srv_route;
+struct srv_v2; /* codec/v2.c */
 struct srv_stream; /* http/call.c */
 struct srv_cfg_trace; /* handlers/config-apply.c */
 
@@ -193,6 +198,7 @@ struct srv_call {
   const struct srv_route *route;
   const char *content_type; /* header value or NULL */
   const char *accept;       /* header value or NULL */
+  const char *infer_header; /* Inference-Header-Content-Length or NULL */
   const char *body;         /* complete body (owned by http/) */
   size_t body_len;
   /* The buffer holding body, when http/ lets the call free it early: a
@@ -211,6 +217,9 @@ struct srv_call {
   int b64;                  /* "encoding": "b64" */
   const char *pick;         /* "output": name (for npy), or NULL */
   void *codec;              /* codec-private (parsed number spans), arena */
+  /* An Open Inference Protocol call (codec/v2.c): its id, model and the
+   * outputs it asked for, in the arena; NULL for every other call. */
+  struct srv_v2 *v2;
 
   /* ---- set by the handler's prepare ---- */
   ab_job_t *jobs[SRV_MAX_JOBS]; /* run before finish; freed by the call */
@@ -244,6 +253,9 @@ struct srv_call {
   int status;
   struct srv_buf resp_body;
   const char *resp_type;
+  /* A v2 answer with binary tensors: the length of its JSON header
+   * (Inference-Header-Content-Length), 0 for any other answer. */
+  size_t resp_infer_header;
   double kernel_seconds;    /* time spent in job pieces */
   /* When each phase ended (srv_now_ns, 0: not reached): the body was in,
    * decode began, decode + prepare were done, the first and the last piece ran, the
@@ -295,8 +307,11 @@ enum srv_route_flags {
   SRV_ROUTE_PNG = 4,     /* may answer image/png (Accept negotiation) */
   SRV_ROUTE_EARLY = 8,   /* may start computing while a safetensors body
                           * arrives (its handler honours c->body_avail) */
-  SRV_ROUTE_FINISH = 16  /* its finish runs for every answer, not only
+  SRV_ROUTE_FINISH = 16, /* its finish runs for every answer, not only
                           * image/png: it completes the outputs */
+  SRV_ROUTE_V2 = 32      /* an Open Inference Protocol infer route: its
+                          * body is decoded by codec/v2.c into the call of
+                          * the /v1 route of its model */
 };
 
 struct srv_route {
@@ -383,6 +398,9 @@ int srv_codec_lifted(const struct srv_call *c, const json_t *v);
  * depending on the call pipeline.  A field a model config filled in is
  * reported by its config key through srv_config_ignore. */
 void srv_codec_ignore(struct srv_call *c, const char *pointer);
+/* The model a /v2/models/<model>... path names, copied into buf (cap
+ * bytes), or NULL when path is not such a path (codec/v2.c). */
+const char *srv_codec_v2_model(const char *path, char *buf, size_t cap);
 
 /* Write the problem+json body of e into out. */
 int srv_codec_problem(const struct srv_err *e, struct srv_buf *out);
@@ -505,6 +523,9 @@ int srv_h_page_js(struct srv_call *c, struct srv_err *err);
 int srv_h_page_css(struct srv_call *c, struct srv_err *err);
 int srv_h_analysis_finish(struct srv_call *c, struct srv_err *err);
 int srv_h_models(struct srv_call *c, struct srv_err *err);
+int srv_h_v2_server(struct srv_call *c, struct srv_err *err);
+int srv_h_v2_model(struct srv_call *c, struct srv_err *err);
+int srv_h_v2_model_ready(struct srv_call *c, struct srv_err *err);
 
 /* A model's config on a POST route (handlers/config-apply.c, docs/models.md):
  * before the handler runs, "model", "config", "layer" and the Hugging Face

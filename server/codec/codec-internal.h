@@ -159,6 +159,27 @@ int srv_codec__output_dtype(const struct srv_call *c,
 int srv_codec__emit_bytes(struct srv_call *c, const void *p, size_t n,
                           struct srv_err *err);
 
+/* The "data" array of n elements of dtype `to` at bytes, appended to
+ * c->resp_body as JSON numbers (as a /v1 JSON answer writes them). */
+int srv_codec__emit_data(struct srv_call *c, const void *bytes, int to,
+                         int64_t n, struct srv_err *err);
+
+/* ---- decode.c ----------------------------------------------------------- */
+
+/* Read the generic output options of c->params: "encoding",
+ * "output_dtype", "output". */
+int srv_codec__read_options(struct srv_call *c, struct srv_err *err);
+
+/* ---- Open Inference Protocol (v2.c) ------------------------------------- */
+
+/* Decode the v2 request body of c (route flagged SRV_ROUTE_V2) into
+ * c->params, c->bin and c->v2, and make c the call of the model's /v1
+ * route (c->route). */
+int srv_codec__v2_decode(struct srv_call *c, struct srv_err *err);
+/* Encode c's outputs as the v2 answer c->v2 asked for: JSON, or JSON
+ * followed by binary tensors (c->resp_infer_header set). */
+int srv_codec__v2_encode(struct srv_call *c, struct srv_err *err);
+
 /* The little-endian uint64 at p (safetensors' header length). */
 static inline uint64_t srv_codec__rd_le64(const unsigned char *p)
 {

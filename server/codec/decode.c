@@ -261,7 +261,7 @@ static int classify_content_type(const char *ct, enum body_kind *kind,
  * output options
  * ====================================================================== */
 
-static int read_options(struct srv_call *c, struct srv_err *err)
+int srv_codec__read_options(struct srv_call *c, struct srv_err *err)
 {
   const json_t *j;
 
@@ -304,6 +304,31 @@ static int read_options(struct srv_call *c, struct srv_err *err)
  * the request
  * ====================================================================== */
 
+/* An Open Inference Protocol body: JSON, or JSON followed by binary
+ * tensors, which clients send as application/octet-stream or without a
+ * Content-Type.  The answer's form is the request's to choose (its
+ * outputs' binary_data), so Accept is not read. */
+static int v2_media(const char *ct, struct srv_err *err)
+{
+  struct media m;
+
+  if (blank(ct))
+    return 0;
+  if (parse_media(ct, ct + strlen(ct), &m) == 0 &&
+      media_is(&m, "application", "octet-stream"))
+    return 0;
+  if (parse_media(ct, ct + strlen(ct), &m) == 0 &&
+      media_is(&m, "application", "json")) {
+    enum body_kind kind;
+    return classify_content_type(ct, &kind, err); /* the charset rule */
+  }
+  return srv_fail(err, 415, NULL,
+                  "Content-Type \"%.100s\" is not supported on /v2; send "
+                  "application/json, application/octet-stream (JSON "
+                  "followed by binary tensors) or none",
+                  ct);
+}
+
 /* The body's kind from Content-Type (415) and the answer's format from
  * Accept (406). */
 static int media(const struct srv_route *route, const char *content_type,
@@ -313,6 +338,10 @@ static int media(const struct srv_route *route, const char *content_type,
   int png_ok = route && (route->flags & SRV_ROUTE_PNG);
 
   *fmt = SRV_FMT_JSON;
+  if (route && (route->flags & SRV_ROUTE_V2)) {
+    *kind = BODY_JSON;
+    return v2_media(content_type, err);
+  }
   if (classify_content_type(content_type, kind, err))
     return -1;
   if (!blank(accept) && negotiate(accept, png_ok, fmt) != 0) {
@@ -354,6 +383,8 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
 
   if (media(c->route, c->content_type, c->accept, &kind, &c->fmt, err))
     return -1;
+  if (c->route && (c->route->flags & SRV_ROUTE_V2))
+    return srv_codec__v2_decode(c, err);
   if (is_npy(c->body, c->body_len))
     return refuse_npy(c->content_type, err);
 
@@ -379,5 +410,5 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
     if (!c->params)
       return -1;
   }
-  return read_options(c, err);
+  return srv_codec__read_options(c, err);
 }

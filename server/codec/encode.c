@@ -181,8 +181,7 @@ static inline size_t fmt_f32_memo(struct f32_memo *m, char *p, float f)
   return len;
 }
 
-/* The "data" array of n elements of dtype `to` at bytes. */
-static int emit_data(struct srv_call *c, const void *bytes, int to, int64_t n,
+int srv_codec__emit_data(struct srv_call *c, const void *bytes, int to, int64_t n,
                      struct srv_err *err)
 {
   struct srv_buf *b = &c->resp_body;
@@ -288,7 +287,7 @@ static int emit_tensor(struct srv_call *c, const struct srv_output *o,
   }
   if (srv_buf_append(b, "\"data\":", 7))
     return out_fail(c, 7, err);
-  if (emit_data(c, bytes, to, ab_tensor_numel(&o->t), err))
+  if (srv_codec__emit_data(c, bytes, to, ab_tensor_numel(&o->t), err))
     return -1;
   if (srv_buf_append(b, "}", 1))
     return out_fail(c, 1, err);
@@ -400,7 +399,11 @@ int srv_codec_encode(struct srv_call *c, struct srv_err *err)
   c->resp_body.len = 0;
   if (c->resp_body.data)
     c->resp_body.data[0] = '\0';
-  switch (c->fmt) {
+  c->resp_infer_header = 0;
+  switch (c->v2 ? -1 : (int)c->fmt) {
+  case -1: /* an Open Inference Protocol call */
+    rc = srv_codec__v2_encode(c, err);
+    break;
   case SRV_FMT_SAFETENSORS:
     rc = srv_codec__st_encode(c, err);
     break;
@@ -421,6 +424,7 @@ int srv_codec_encode(struct srv_call *c, struct srv_err *err)
   if (rc) {
     srv_buf_free(&c->resp_body);
     c->nresp_seg = 0;
+    c->resp_infer_header = 0;
     return -1;
   }
   if (!c->status)

@@ -284,6 +284,24 @@ static void strict_refusal(const struct srv_call *c, struct srv_err *err)
            c->ignored.data);
 }
 
+/* An Open Inference Protocol body, decoded, is the /v1 call of its model
+ * from here on: the config step and the handler see the route they serve
+ * (the metrics keep the /v2 route: the connection filed its index). */
+static int v2_as_v1(struct srv_call *c, struct srv_err *err)
+{
+  const struct srv_route *v1;
+  struct srv_err e1;
+  char model[64], path[80];
+
+  if (!srv_codec_v2_model(c->route->path, model, sizeof model))
+    return srv_fail(err, 500, NULL, "route %s has no model", c->route->path);
+  snprintf(path, sizeof path, "/v1/%s", model);
+  if (!(v1 = srv_route_find("POST", path, &e1)))
+    return srv_fail(err, 500, NULL, "model %s has no /v1 route", model);
+  c->route = v1;
+  return 0;
+}
+
 int srv_call_prepare(struct srv_call *c)
 {
   struct srv_err err;
@@ -307,7 +325,7 @@ int srv_call_prepare(struct srv_call *c)
       if (!c->body_avail) /* an early try is not a request's answer */
         srv_metrics_reject(SRV_REJECT_OVER_BUDGET);
     }
-    if (rc != 0)
+    if (rc != 0 || (c->v2 && v2_as_v1(c, &err) != 0))
       goto fail;
   } else {
     /* GET routes have no parameters and answer in their own format. */

@@ -236,6 +236,26 @@ int srv_accept_start(int lfd, struct MHD_Daemon *daemon);
  * are handed over, the socket is closed.  Later calls do nothing. */
 void srv_accept_stop(void);
 
+/* ---- cors.c: browsers (--cors-origin) -------------------------------- */
+
+struct MHD_Response;
+
+/* 1 when --cors-origin names at least one origin. */
+int srv_cors_enabled(void);
+/* 1 when a request is a CORS preflight to answer (CORS on, OPTIONS with
+ * the Origin and Access-Control-Request-Method headers). */
+int srv_cors_is_preflight(const char *method, const char *origin,
+                          const char *request_method);
+/* A preflight for path from origin: 0 with the path's methods in methods
+ * (for Access-Control-Allow-Methods), or -1 with err (404 for an unknown
+ * path, 403 for an origin not allowed). */
+int srv_cors_preflight(const char *path, const char *origin,
+                       struct srv_err *err, char *methods, size_t cap);
+/* The CORS headers of an answer to a request from origin (NULL: none
+ * sent); preflight_methods for a preflight's answer, else NULL. */
+void srv_cors_headers(struct MHD_Response *r, const char *origin,
+                      const char *preflight_methods);
+
 /* ---- unix.c: the Unix-domain socket (--unix-socket) ---------------- */
 
 /* Bind and listen on path (replacing a stale socket left by a server that

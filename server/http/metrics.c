@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_ROUTES 32 /* routes.def entries + 1 for "no route" */
+#define MAX_ROUTES 48 /* routes.def entries + 1 for "no route" */
 #define NSTATUS 600   /* counters indexed by status code 0..599 */
 
 /* Latency bucket upper bounds in seconds: 1 ms (tiny requests answered

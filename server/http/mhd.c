@@ -86,6 +86,9 @@ struct srv_req {
   unsigned long long length; /* Content-Length, 0: none (or chunked) */
   uint64_t t0_ns;
   uint64_t bytes_out;
+  const char *origin;    /* the Origin header (CORS), or NULL */
+  int preflight;         /* answered as a CORS preflight (cors_methods) */
+  char cors_methods[32];
   char method[16];
   char path[256];
 };
@@ -244,6 +247,8 @@ static void read_call_headers(struct srv_call *c, struct MHD_Connection *conn)
   c->content_type =
       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
   c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+  c->infer_header = MHD_lookup_connection_value(
+      conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
   c->strict = 0;
   MHD_get_connection_values(conn, MHD_HEADER_KIND, prefer_field, &c->strict);
 }
@@ -254,9 +259,11 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
   struct srv_call *c = &rq->call;
   char timing[256];
 
-  MHD_add_response_header(r, "Content-Type",
-                          c->resp_type ? c->resp_type
-                                       : "application/octet-stream");
+  if (c->status != 204)
+    MHD_add_response_header(r, "Content-Type",
+                            c->resp_type ? c->resp_type
+                                         : "application/octet-stream");
+  srv_cors_headers(r, rq->origin, rq->preflight ? rq->cors_methods : NULL);
   /* Names made safe for a header value by srv_codec_ignore. */
   if (c->ignored.len)
     MHD_add_response_header(r, "X-Attnbias-Ignored", c->ignored.data);
@@ -270,6 +277,11 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
                             c->cfg_upstream);
   if (c->cfg_layer[0])
     MHD_add_response_header(r, "X-Attnbias-Config-Layer", c->cfg_layer);
+  if (c->resp_infer_header) {
+    char n[24];
+    snprintf(n, sizeof n, "%zu", c->resp_infer_header);
+    MHD_add_response_header(r, "Inference-Header-Content-Length", n);
+  }
   server_timing(rq, timing, sizeof timing);
   if (timing[0])
     MHD_add_response_header(r, "Server-Timing", timing);
@@ -367,19 +379,17 @@ static enum MHD_Result discard_body(struct srv_req *rq,
   return MHD_YES;
 }
 
-/* Answer e instead of running the call (see SMALL_REFUSED_BODY).  Without
- * a body the answer waits for MHD's next call, which comes at once: a
+/* Send the answer held in rq->call instead of running the call (see
+ * SMALL_REFUSED_BODY).  Without a body the answer waits for MHD's next
+ * call, which comes at once: a
  * response queued with the headers would make MHD close the connection,
  * and a bodiless request need not lose its keep-alive connection for a
  * 404 or a 401.  A small declared body is read and dropped first.  Any
  * other body is not read: the answer goes out now, and the guard drains
  * what follows it before the connection closes. */
-static enum MHD_Result send_error(struct srv_req *rq,
-                                  struct MHD_Connection *conn,
-                                  const struct srv_err *e)
+static enum MHD_Result send_early(struct srv_req *rq,
+                                  struct MHD_Connection *conn)
 {
-  rq->early = *e;
-  srv_call_fail(&rq->call, e);
   if (!rq->has_body) {
     rq->stage = STAGE_READY;
     return MHD_YES;
@@ -392,6 +402,32 @@ static enum MHD_Result send_error(struct srv_req *rq,
   rq->close = 1;
   srv_guard_linger(rq->guard);
   return send_call(rq, conn);
+}
+
+/* Answer e instead of running the call: send_early. */
+static enum MHD_Result send_error(struct srv_req *rq,
+                                  struct MHD_Connection *conn,
+                                  const struct srv_err *e)
+{
+  rq->early = *e;
+  srv_call_fail(&rq->call, e);
+  return send_early(rq, conn);
+}
+
+/* A CORS preflight: 204 with the path's methods, before the API key and
+ * the method checks (a browser sends no credentials on a preflight). */
+static enum MHD_Result send_preflight(struct srv_req *rq,
+                                      struct MHD_Connection *conn,
+                                      const char *url)
+{
+  struct srv_err err;
+
+  if (srv_cors_preflight(url, rq->origin, &err, rq->cors_methods,
+                         sizeof rq->cors_methods) != 0)
+    return send_error(rq, conn, &err);
+  rq->preflight = 1;
+  rq->call.status = 204;
+  return send_early(rq, conn);
 }
 
 /* ---------------------------------------------------------------------
@@ -623,9 +659,16 @@ static enum MHD_Result on_headers(struct MHD_Connection *conn, const char *url,
   }
   rq->has_body = has_body;
   rq->length = length;
+  rq->origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+  if (srv_cors_is_preflight(
+          method, rq->origin,
+          MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                      "Access-Control-Request-Method")))
+    return send_preflight(rq, conn, url);
   if (!route)
     return send_error(rq, conn, &err);
-  if (atomic_load(&g_draining) && strcmp(route->path, "/healthz") != 0) {
+  if (atomic_load(&g_draining) && strcmp(route->path, "/healthz") != 0 &&
+      strcmp(route->path, "/v2/health/live") != 0) {
     srv_fail(&err, 503, NULL,
              "the server is shutting down; send the request elsewhere");
     srv_metrics_reject(SRV_REJECT_DRAINING);

@@ -22,10 +22,36 @@ const struct srv_route *srv_route_table(size_t *n)
   return g_routes;
 }
 
+#define V2_MODELS "/v2/models/"
+#define V2_VERSION "/versions/1"
+
+/* "/v2/models/<m>/versions/1[/...]" is "/v2/models/<m>[/...]": version 1
+ * is the only one, and the Open Inference Protocol lets a client name it or
+ * not.  Returns path, or buf holding the path without the version. */
+static const char *v2_unversioned(const char *path, char *buf, size_t cap)
+{
+  const char *m, *slash;
+  size_t vl = sizeof V2_VERSION - 1;
+
+  if (strncmp(path, V2_MODELS, sizeof V2_MODELS - 1) != 0)
+    return path;
+  m = path + sizeof V2_MODELS - 1;
+  slash = strchr(m, '/');
+  if (!slash || slash == m || strncmp(slash, V2_VERSION, vl) != 0 ||
+      (slash[vl] != '\0' && slash[vl] != '/') || strlen(path) - vl >= cap)
+    return path;
+  memcpy(buf, path, (size_t)(slash - path));
+  strcpy(buf + (slash - path), slash + vl);
+  return buf;
+}
+
 int srv_route_path_index(const char *path)
 {
+  char alias[256];
   size_t i;
 
+  if (path)
+    path = v2_unversioned(path, alias, sizeof alias);
   for (i = 0; path && i < NROUTES; i++)
     if (strcmp(g_routes[i].path, path) == 0)
       return (int)i;
@@ -45,13 +71,15 @@ const struct srv_route *srv_route_find(const char *method, const char *path,
 {
   size_t i, n = 0;
   int path_known = 0;
-  char allow[sizeof err->allow];
+  char allow[sizeof err->allow], alias[256];
 
   if (!method || !path) {
     srv_fail(err, 400, NULL, "the request has no method or path");
     return NULL;
   }
-  /* Ten routes: a linear scan of short strings beats any index. */
+  path = v2_unversioned(path, alias, sizeof alias);
+  /* A few dozen routes: a linear scan of short strings beats any index
+   * (their first bytes mostly differ). */
   for (i = 0; i < NROUTES; i++) {
     if (strcmp(g_routes[i].path, path) != 0)
       continue;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct srv_config srv_cfg;
 
@@ -26,6 +27,7 @@ enum opt_type {
   OPT_NUM,
   OPT_KEYFILE,
   OPT_FILE,
+  OPT_ORIGIN,
   OPT_ACTION
 };
 
@@ -105,6 +107,9 @@ static const struct opt g_opts[] = {
     {"tls-ca", OPT_FILE, OFF(tls_ca), 0, 0, 0,
      "PEM CA(s) --healthcheck verifies the HTTPS server with (default: "
      "--tls-cert itself)"},
+    {"cors-origin", OPT_ORIGIN, OFF(cors_origins), 0, 0, 0,
+     "let pages from this origin (scheme://host[:port], or * without an "
+     "API key) call the server from a browser; repeatable (default: none)"},
     {"healthcheck", OPT_ACTION, SRV_ACTION_HEALTHCHECK, 0, 0, 0,
      "GET /healthz on --host/--port (or --unix-socket); exit 0 if 200, "
      "else 1"},
@@ -249,6 +254,79 @@ static int read_key_file(const char *path, char *key, size_t cap, char *msg,
   return 0;
 }
 
+/* One origin as browsers send it (RFC 6454): scheme "://" host [":" port],
+ * no path, or "*". */
+static int origin_ok(const char *s, size_t n)
+{
+  size_t i, h;
+
+  if (n == 1 && s[0] == '*')
+    return 1;
+  if (n > 8 && strncmp(s, "https://", 8) == 0)
+    h = 8;
+  else if (n > 7 && strncmp(s, "http://", 7) == 0)
+    h = 7;
+  else
+    return 0;
+  for (i = h; i < n; i++)
+    if (!isalnum((unsigned char)s[i]) && !strchr("-.:[]", s[i]))
+      return 0;
+  return s[n - 1] != ':' && s[h] != ':' && s[h] != '.';
+}
+
+int srv_config_origin_listed(const char *list, const char *origin, size_t n)
+{
+  const char *p = list;
+
+  while (*p) {
+    size_t k = strcspn(p, "\n");
+    if (k == n && strncasecmp(p, origin, n) == 0)
+      return 1;
+    p += k;
+    p += *p == '\n';
+  }
+  return 0;
+}
+
+/* --cors-origin: appended, one per line; an ATTNBIAS_CORS_ORIGIN value may
+ * list several (separated by spaces or commas), and the first flag
+ * replaces them. */
+static int add_origins(struct srv_config *cfg, const char *val,
+                       const char *src, char *msg, size_t msgcap)
+{
+  int from_env = src[0] != '-';
+  const char *p = val;
+
+  if (!from_env && cfg->cors_from_env) {
+    cfg->cors_origins[0] = '\0';
+    cfg->cors_from_env = 0;
+  }
+  if (from_env)
+    cfg->cors_from_env = 1;
+  do {
+    size_t n, have = strlen(cfg->cors_origins);
+
+    p += strspn(p, from_env ? " ,\t" : "");
+    n = from_env ? strcspn(p, " ,\t") : strlen(p);
+    if (!origin_ok(p, n))
+      return failf(msg, msgcap,
+                   "%s: '%.*s' is not an origin: scheme://host[:port] (http "
+                   "or https, no path) or *",
+                   src, (int)n, p);
+    if (have + n + 2 > sizeof cfg->cors_origins)
+      return failf(msg, msgcap, "%s: too many origins (%zu bytes at most)",
+                   src, sizeof cfg->cors_origins - 1);
+    if (have)
+      cfg->cors_origins[have++] = '\n';
+    memcpy(cfg->cors_origins + have, p, n);
+    cfg->cors_origins[have + n] = '\0';
+    p += n;
+    if (from_env)
+      p += strspn(p, " ,\t");
+  } while (from_env && *p);
+  return 0;
+}
+
 /* Parse `val` for option o into cfg; src names where it came from
  * ("--port" or "ATTNBIAS_PORT") for the message. */
 static int set_value(struct srv_config *cfg, const struct opt *o,
@@ -313,6 +391,8 @@ static int set_value(struct srv_config *cfg, const struct opt *o,
                    "bytes", src, val, sizeof cfg->tls_cert - 1);
     strcpy(field, val);
     return 0;
+  case OPT_ORIGIN:
+    return add_origins(cfg, val, src, msg, msgcap);
   case OPT_ACTION:
     break;
   }
@@ -427,6 +507,13 @@ int srv_config_load(struct srv_config *cfg, int argc, char **argv,
                  "--tls-cert: the CA is for --healthcheck against an HTTPS "
                  "server",
                  cfg->tls_ca);
+  /* A key in a page is readable by whoever reads the page; a page from any
+   * origin calling a keyed server can only be one holding that key. */
+  if (cfg->api_key[0] && *action == SRV_ACTION_RUN &&
+      srv_config_origin_listed(cfg->cors_origins, "*", 1))
+    return failf(msg, msgcap,
+                 "--cors-origin '*' with an API key: name the origins whose "
+                 "pages may call this server instead");
   /* A client that sends a whole refused body before it reads gets the
    * answer if lingering reads that body: any body within the cap, and one
    * over it by up to 8 MiB. */

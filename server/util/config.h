@@ -27,6 +27,10 @@ int srv_config_load(struct srv_config *cfg, int argc, char **argv,
  * cpu.max or v1 CFS quota (rounded up); at least 1. */
 int srv_config_cpus(void);
 
+/* Whether origin[0..n) is one of the lines of list (--cors-origin's
+ * srv_cfg.cors_origins), compared without regard to case. */
+int srv_config_origin_listed(const char *list, const char *origin, size_t n);
+
 /* The usage text of --help. */
 void srv_config_usage(FILE *out);
 

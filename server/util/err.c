@@ -15,6 +15,7 @@ static const struct {
 } g_kinds[] = {
     {400, "bad-request", "Bad Request"},
     {401, "unauthorized", "Unauthorized"},
+    {403, "forbidden", "Forbidden"},
     {404, "not-found", "Not Found"},
     {405, "method-not-allowed", "Method Not Allowed"},
     {406, "not-acceptable", "Not Acceptable"},

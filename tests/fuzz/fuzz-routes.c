@@ -50,8 +50,18 @@ void fuzz_budgets(void)
 
 int fuzz_call_prepare(struct srv_call *c, struct srv_err *err)
 {
-  if (srv_codec_decode_request(c, err) != 0 ||
-      srv_config_apply(c, err) != 0)
+  char model[64];
+
+  if (srv_codec_decode_request(c, err) != 0)
+    return -1;
+  /* A decoded Open Inference Protocol body is the call of its model's /v1
+   * route (named as the model), as http/call.c makes it. */
+  if (c->v2) {
+    FUZZ_CHECK(srv_codec_v2_model(c->route->path, model, sizeof model),
+               "v2 route %s names no model", c->route->path);
+    c->route = fuzz_route(model);
+  }
+  if (srv_config_apply(c, err) != 0)
     return -1;
   if (c->route->prepare(c, err) != 0) {
     srv_config_blame(c, err);

@@ -164,6 +164,31 @@ def operations(doc):
                 yield method, path, item[method]
 
 
+def concrete(doc, path, op):
+    """The paths a templated path stands for: every value of the enum of
+    each path parameter (the /v2 models and their version)."""
+    out = [path]
+    for p in op.get("parameters", []):
+        p = deref(doc, p)
+        if p["in"] != "path":
+            continue
+        out = [c.replace("{%s}" % p["name"], v) for c in out for v in p["schema"]["enum"]]
+    return out
+
+
+def is_v2(path):
+    return path.startswith("/v2")
+
+
+def example_for(doc, op, cpath):
+    """The request example of an operation for one of its concrete paths:
+    a /v2 infer path takes the example named as its model."""
+    examples = deref(doc, op["requestBody"])["content"]["application/json"]["examples"]
+    if is_v2(cpath):
+        return examples[cpath.split("/")[3]]["value"]
+    return next(iter(examples.values()))["value"]
+
+
 def assert_problem(doc, status, headers, body, want_status):
     assert status == want_status, "status %d, want %d: %r" % (status, want_status, body[:300])
     ctype = headers.get("content-type", "")
@@ -209,10 +234,12 @@ def statuses_of(path, method, public):
     want = {"200", "400", "404", "405", "413", "default"}
     if not public:
         want.add("401")
-    if path != "/healthz":
+    if path not in ("/healthz", "/v2/health/live"):
         want.add("503")
     if method == "post":
-        want |= {"406", "415"}
+        want.add("415")
+        if not is_v2(path):   # a v2 answer's form is the request's choice
+            want.add("406")
     return want
 
 
@@ -269,7 +296,13 @@ def test_document_shape():
             assert resp.get("description"), "%s %s: no description" % (where, status)
             for mtype, media in resp.get("content", {}).items():
                 assert "schema" in media, "%s %s %s: no schema" % (where, status, mtype)
-        if method == "post":
+        if method == "post" and is_v2(path):
+            body = deref(doc, op["requestBody"])
+            assert set(body["content"]) == {"application/json", "application/octet-stream"}, where
+            content = op["responses"]["200"]["content"]
+            assert set(content) == {"application/json", "application/octet-stream"}, where
+            assert "Inference-Header-Content-Length" in op["responses"]["200"]["headers"], where
+        elif method == "post":
             body = deref(doc, op["requestBody"])
             assert set(body["content"]) == {"application/json", "application/vnd.safetensors"}, where
             ok = op["responses"]["200"]
@@ -491,11 +524,17 @@ def test_routes_match_routes_def():
     table = read_routes_def()
     assert len(table) >= 9, table
     from_def = {(m, p) for m, p, _ in table}
-    from_doc = {(m.upper(), p) for m, p, _ in operations(doc)}
+    # A /v2 model path in the document stands for one route per model; its
+    # "/versions/1" form is the same route as the unversioned one.
+    doc_of = {}
+    for m, p, op in operations(doc):
+        for c in concrete(doc, p, op):
+            doc_of[(m.upper(), c.replace("/versions/1", ""))] = op
+    from_doc = set(doc_of)
     assert from_doc == from_def, "only in openapi: %s; only in routes.def: %s" % (
         sorted(from_doc - from_def), sorted(from_def - from_doc))
     for m, p, flags in table:
-        op = doc["paths"][p][m.lower()]
+        op = doc_of[(m, p)]
         public = "SRV_ROUTE_PUBLIC" in flags
         security = op.get("security", doc["security"])
         assert (security == []) == public, "%s %s: security %r vs flags %s" % (m, p, security, flags)
@@ -508,16 +547,15 @@ def test_routes_match_routes_def():
 def test_every_route_answers(server):
     doc = load_spec()
     for method, path, op in operations(doc):
-        if method == "get":
-            status, headers, body = call(server, "GET", path)
-        else:
-            media = deref(doc, op["requestBody"])["content"]["application/json"]
-            example = next(iter(media["examples"].values()))["value"]
-            status, headers, body = call(server, "POST", path, example)
-        assert status != 404, "%s %s: 404" % (method, path)
-        assert status == 200, "%s %s: %d %r" % (method, path, status, body[:300])
-        ctype = headers.get("content-type", "").split(";")[0]
-        assert ctype in documented(doc, method, path, 200)["content"], (path, ctype)
+        for cpath in concrete(doc, path, op):
+            if method == "get":
+                status, headers, body = call(server, "GET", cpath)
+            else:
+                status, headers, body = call(server, "POST", cpath, example_for(doc, op, cpath))
+            assert status != 404, "%s %s: 404" % (method, cpath)
+            assert status == 200, "%s %s: %d %r" % (method, cpath, status, body[:300])
+            ctype = headers.get("content-type", "").split(";")[0]
+            assert ctype in documented(doc, method, path, 200)["content"], (cpath, ctype)
 
 
 # Requests beyond the document's examples, so that every member of every
@@ -565,6 +603,13 @@ def same_answer(got, want, where):
     members, shapes and dtypes, and values within float32 rounding (the
     kernel sets may round the last digit differently)."""
     assert set(got) == set(want), "%s: members %s, example %s" % (where, sorted(got), sorted(want))
+    if "outputs" in want:   # an Open Inference Protocol answer
+        assert [o["name"] for o in got["outputs"]] == [o["name"] for o in want["outputs"]], where
+        same_answer({o["name"]: dict(o, dtype=o["datatype"]) for o in got["outputs"]},
+                    {o["name"]: dict(o, dtype=o["datatype"]) for o in want["outputs"]}, where)
+        assert {k: v for k, v in got.items() if k != "outputs"} == \
+            {k: v for k, v in want.items() if k != "outputs"}, where
+        return
     for name, w in want.items():
         g = got[name]
         assert (g["shape"], g["dtype"]) == (w["shape"], w["dtype"]), (where, name)
@@ -587,16 +632,19 @@ def test_examples_answer_as_documented(server):
     for method, path, op in operations(doc):
         content = deref(doc, op["responses"]["200"])["content"]
         if "application/json" in content and method == "get":
-            status, _, body = call(server, "GET", path, headers={"Accept": "application/json"})
-            assert status == 200, path
-            check_answer(doc, path, method, json.loads(body), path, seen)
+            for cpath in concrete(doc, path, op):
+                status, _, body = call(server, "GET", cpath, headers={"Accept": "application/json"})
+                assert status == 200, cpath
+                check_answer(doc, path, method, json.loads(body), cpath, seen)
         if method != "post":
             continue
         media = deref(doc, op["requestBody"])["content"]["application/json"]
         answers = content["application/json"].get("examples", {})
         assert answers and set(answers) <= set(media["examples"]), (path, sorted(answers))
         for name, ex in media["examples"].items():
-            status, headers, body = call(server, "POST", path, ex["value"])
+            # a /v2 infer example is named as its model: sent to that one
+            cpath = path.replace("{model_name}", name).replace("{model_version}", "1")
+            status, headers, body = call(server, "POST", cpath, ex["value"])
             assert status == 200, "%s example %s: %d %r" % (path, name, status, body[:400])
             assert headers["content-type"].startswith("application/json"), headers
             out = json.loads(body)
@@ -753,7 +801,7 @@ def test_binary_media_types_as_documented(server):
     with the documented media types."""
     doc = load_spec()
     for method, path, op in operations(doc):
-        if method != "post":
+        if method != "post" or is_v2(path):   # the v2 binary form: test_v2.py
             continue
         ok = op["responses"]["200"]["content"]
         media = deref(doc, op["requestBody"])["content"]["application/json"]
@@ -833,18 +881,19 @@ def test_404_and_405_on_every_operation(server):
     for method, path, op in operations(doc):
         documented(doc, method, path, 404)
         documented(doc, method, path, 405)
-        status, hdrs, data = call(server, method.upper(), "/api" + path,
-                                  {} if method == "post" else None)
-        assert_problem(doc, status, hdrs, data, 404)
         methods = [m.upper() for m in HTTP_METHODS if m in doc["paths"][path]]
         allowed = set(methods) | ({"HEAD"} if "GET" in methods else set())
-        for other in ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
-            if other in allowed:
-                continue
-            status, hdrs, data = call(server, other, path)
-            assert_problem(doc, status, hdrs, data, 405)
-            assert {m.strip() for m in hdrs["allow"].split(",")} == allowed, (
-                path, other, hdrs["allow"])
+        for cpath in concrete(doc, path, op):
+            status, hdrs, data = call(server, method.upper(), "/api" + cpath,
+                                      {} if method == "post" else None)
+            assert_problem(doc, status, hdrs, data, 404)
+            for other in ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+                if other in allowed:
+                    continue
+                status, hdrs, data = call(server, other, cpath)
+                assert_problem(doc, status, hdrs, data, 405)
+                assert {m.strip() for m in hdrs["allow"].split(",")} == allowed, (
+                    cpath, other, hdrs["allow"])
 
 
 def test_api_key_and_public_routes(start):
@@ -855,20 +904,18 @@ def test_api_key_and_public_routes(start):
     no_key = {"Authorization": None}
     for method, path, op in operations(doc):
         public = op.get("security", doc["security"]) == []
-        body = None
-        if method == "post":
-            media = deref(doc, op["requestBody"])["content"]["application/json"]
-            body = next(iter(media["examples"].values()))["value"]
-        status, hdrs, data = call(srv, method.upper(), path, body, no_key)
+        cpath = concrete(doc, path, op)[0]
+        body = example_for(doc, op, cpath) if method == "post" else None
+        status, hdrs, data = call(srv, method.upper(), cpath, body, no_key)
         if public:
-            assert status == 200, "%s without key: %d" % (path, status)
+            assert status == 200, "%s without key: %d" % (cpath, status)
             continue
         assert_problem(doc, status, hdrs, data, 401)
         documented(doc, method, path, 401)
-        status, _, _ = call(srv, method.upper(), path, body,
+        status, _, _ = call(srv, method.upper(), cpath, body,
                             {"Authorization": "Bearer wrong-key"})
         assert status == 401, "%s with a wrong key: %d" % (path, status)
-        status, _, data = call(srv, method.upper(), path, body)   # run.py sends the key
+        status, _, data = call(srv, method.upper(), cpath, body)   # run.py sends the key
         assert status == 200, "%s with the key: %d %r" % (path, status, data[:200])
 
 

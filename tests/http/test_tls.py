@@ -249,6 +249,45 @@ REQUESTS = {
 }
 
 
+def _v2(body):
+    """A v2 infer answer's outputs as the /v1 answer has them, by name."""
+    return {o["name"]: o for o in json.loads(body)["outputs"]}
+
+
+def _v2_input(name, rows):
+    return {"name": name, "datatype": "FP32", "shape": [len(rows), len(rows[0])],
+            "data": [x for r in rows for x in r]}
+
+
+# The Open Inference Protocol routes: the same requests as models.
+REQUESTS.update({
+    ("GET", "/v2"): (None, lambda b: json.loads(b)["name"] == "attnbiasd"),
+    ("GET", "/v2/health/live"): (None, lambda b: json.loads(b)["status"] == "ok"),
+    ("GET", "/v2/health/ready"): (None, lambda b: json.loads(b)["status"] == "ok"),
+})
+for _m in ("encodings", "rope", "bias", "attention"):
+    REQUESTS[("GET", "/v2/models/" + _m)] = (None, lambda b, m=_m: json.loads(b)["name"] == m)
+    REQUESTS[("GET", "/v2/models/%s/ready" % _m)] = (
+        None, lambda b, m=_m: json.loads(b) == {"name": m, "ready": True})
+REQUESTS.update({
+    ("POST", "/v2/models/encodings/infer"): (
+        {"parameters": {"method": "sinusoidal", "positions": 3, "dim": 4}, "inputs": []},
+        lambda b: np.testing.assert_allclose(tensor(_v2(b)["encoding"]), ref_sinusoidal(3, 4),
+                                             rtol=1e-5, atol=1e-6) is None),
+    ("POST", "/v2/models/rope/infer"): (
+        {"parameters": {"head_dim": 4, "positions": "[1]"}, "inputs": [_v2_input("q", ROPE_Q)]},
+        lambda b: _check_rope(_v2(b)) is None),
+    ("POST", "/v2/models/bias/infer"): (
+        {"parameters": {"method": "alibi", "num_heads": 2, "q_len": 3, "k_len": 3}, "inputs": []},
+        lambda b: _check_bias(_v2(b)) is None),
+    ("POST", "/v2/models/attention/infer"): (
+        {"inputs": [_v2_input(n, ATT[n]) for n in ("q", "k", "v")]},
+        lambda b: np.testing.assert_allclose(
+            tensor(_v2(b)["output"]), ref_attention(ATT["q"], ATT["k"], ATT["v"]),
+            rtol=1e-5, atol=1e-6) is None),
+})
+
+
 def routes():
     """(method, path) of every route the server has."""
     with open(os.path.join(ROOT, "server", "route", "routes.def")) as fh:

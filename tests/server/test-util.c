@@ -263,6 +263,20 @@ static const struct {
     {"POST", "/v1/attention", 0}, {"POST", "/v1/analysis", 0},
     {"GET", "/", 1},              {"GET", "/explorer.js", 1},
     {"GET", "/explorer.css", 1},
+    {"GET", "/v2", 0},            {"GET", "/v2/health/live", 1},
+    {"GET", "/v2/health/ready", 1},
+    {"GET", "/v2/models/encodings", 0},
+    {"GET", "/v2/models/encodings/ready", 0},
+    {"POST", "/v2/models/encodings/infer", 0},
+    {"GET", "/v2/models/rope", 0},
+    {"GET", "/v2/models/rope/ready", 0},
+    {"POST", "/v2/models/rope/infer", 0},
+    {"GET", "/v2/models/bias", 0},
+    {"GET", "/v2/models/bias/ready", 0},
+    {"POST", "/v2/models/bias/infer", 0},
+    {"GET", "/v2/models/attention", 0},
+    {"GET", "/v2/models/attention/ready", 0},
+    {"POST", "/v2/models/attention/infer", 0},
 };
 #define N_API_ROUTES (sizeof g_api_routes / sizeof g_api_routes[0])
 
@@ -287,7 +301,7 @@ TEST(routes_match_api_md)
   /* Metrics labels are unique and Prometheus-safe. */
   for (i = 0; i < n; i++) {
     CHECK(tab[i].name && tab[i].name[0]);
-    CHECK(strspn(tab[i].name, "abcdefghijklmnopqrstuvwxyz_") ==
+    CHECK(strspn(tab[i].name, "abcdefghijklmnopqrstuvwxyz_0123456789") ==
           strlen(tab[i].name));
     for (j = i + 1; j < n; j++)
       CHECK(strcmp(tab[i].name, tab[j].name) != 0);
@@ -302,6 +316,20 @@ TEST(routes_match_api_md)
   CHECK(srv_route_find("POST", "/v1/analysis", &e)->flags & SRV_ROUTE_FINISH);
   CHECK(!(srv_route_find("POST", "/v1/rope", &e)->flags & SRV_ROUTE_PNG));
   CHECK(!(srv_route_find("POST", "/v1/encodings", &e)->flags & SRV_ROUTE_PNG));
+  /* "/versions/1" in a /v2 model path is the same route; no other version
+   * exists, and the alias is a whole path segment. */
+  CHECK(srv_route_find("POST", "/v2/models/rope/versions/1/infer", &e) ==
+        srv_route_find("POST", "/v2/models/rope/infer", &e));
+  CHECK(srv_route_find("GET", "/v2/models/bias/versions/1", &e) ==
+        srv_route_find("GET", "/v2/models/bias", &e));
+  CHECK(srv_route_find("GET", "/v2/models/rope/versions/2", &e) == NULL);
+  CHECK_EQ_I64(e.http, 404);
+  CHECK(srv_route_find("GET", "/v2/models/rope/versions/10", &e) == NULL);
+  CHECK(srv_route_find("GET", "/v2/models//versions/1", &e) == NULL);
+  CHECK(srv_route_find("GET", "/v2/models/rope/versions/1/infer", &e) == NULL);
+  CHECK_EQ_I64(e.http, 405);
+  CHECK(srv_route_find("POST", "/v2/models/rope/infer", &e)->flags &
+        SRV_ROUTE_V2);
   return 0;
 }
 

@@ -133,6 +133,60 @@ await check("explorerStyle", async () => {
   lib.checkExplorerStyle((await sdk.explorerStyle({ parseAs: "text" })).data);
 });
 
+await check("v2ServerMetadata", async () => {
+  const { data } = await sdk.v2ServerMetadata();
+  assert(data?.name === "attnbiasd" && data.extensions.includes("binary_tensor_data"), JSON.stringify(data));
+});
+
+await check("v2Live", async () => {
+  assert((await sdk.v2Live()).data?.status === "ok", "live");
+});
+
+await check("v2Ready", async () => {
+  assert((await sdk.v2Ready()).data?.status === "ok", "ready");
+});
+
+await check("v2ModelMetadata", async () => {
+  const { data } = await sdk.v2ModelMetadata({ path: { model_name: "rope" } });
+  assert(data !== undefined, "no metadata");
+  lib.checkV2Metadata(data);
+});
+
+await check("v2ModelMetadataVersion", async () => {
+  const { data } = await sdk.v2ModelMetadataVersion({ path: { model_name: "rope", model_version: "1" } });
+  assert(data !== undefined, "no metadata");
+  lib.checkV2Metadata(data);
+});
+
+await check("v2ModelReady", async () => {
+  const { data } = await sdk.v2ModelReady({ path: { model_name: "encodings" } });
+  lib.same(data, { name: "encodings", ready: true }, "ready");
+});
+
+await check("v2ModelReadyVersion", async () => {
+  const { data } = await sdk.v2ModelReadyVersion({ path: { model_name: "rope", model_version: "1" } });
+  lib.same(data, { name: "rope", ready: true }, "ready");
+});
+
+await check("v2ModelInfer", async () => {
+  const body = copy(lib.v2.ropeTables);
+  const { data } = await sdk.v2ModelInfer({ path: { model_name: "rope" }, body });
+  lib.verify(data, lib.checkV2RopeTables, await lib.direct(url, "/v2/models/rope/infer", body));
+});
+
+await check("v2ModelInfer (binary answer)", async () => {
+  const json = await sdk.v2ModelInfer({ path: { model_name: "rope" }, body: copy(lib.v2.ropeTables) });
+  const { data, response } = await sdk.v2ModelInfer({ path: { model_name: "rope" }, body: copy(lib.v2.ropeBinary), parseAs: "arrayBuffer" });
+  assert(json.data !== undefined, "no JSON answer");
+  lib.checkV2Binary(response, data, json.data);
+});
+
+await check("v2ModelInferVersion", async () => {
+  const body = copy(lib.v2.attention);
+  const { data } = await sdk.v2ModelInferVersion({ path: { model_name: "attention", model_version: "1" }, body });
+  lib.verify(data, lib.checkV2Attention, await lib.direct(url, "/v2/models/attention/infer", body));
+});
+
 await check("400 names the field", async () => {
   const { data, error, response } = await sdk.rope({ body: { head_dim: 8, rotary_dim: 7, positions: 4 } });
   assert(data === undefined && response.status === 400, `status ${response.status}`);

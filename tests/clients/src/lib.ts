@@ -484,3 +484,94 @@ export function checkSafetensorsTables(buf: ArrayBuffer, json: { cos?: Tensor; s
     sameF32(t.values, values(json[name], name), name);
   }
 }
+
+// ------------------------------------------ the Open Inference Protocol (v2)
+
+/** An output of a v2 answer (the V2ResponseOutput schema). */
+export interface V2Output {
+  name: string;
+  datatype: string;
+  shape: number[];
+  data?: Wire[];
+  parameters?: { binary_data_size: number };
+}
+
+/** The v2 requests both programs send: the RoPE tables of req.ropeTables
+ * (with an id to echo), and req.attention with its tensors as v2 inputs
+ * and `return` as JSON text. */
+export const v2 = {
+  ropeTables: {
+    id: "tables-1",
+    parameters: { head_dim: 8, positions: 4 },
+    inputs: [],
+    outputs: [{ name: "cos" }, { name: "sin" }],
+  },
+  ropeBinary: {
+    parameters: { head_dim: 8, positions: 4, binary_data_output: true },
+    inputs: [],
+  },
+  attention: {
+    parameters: { causal: true, return: JSON.stringify(req.attention.return) },
+    inputs: (["q", "k", "v"] as const).map((name) => ({
+      name,
+      datatype: "FP32" as const,
+      shape: [req.attention[name].length, 2],
+      data: req.attention[name].flat(),
+    })),
+  },
+};
+
+function v2Output(r: { outputs: V2Output[] } | undefined, name: string): V2Output {
+  const o = r?.outputs.find((x) => x.name === name);
+  assert(o !== undefined, `${name}: missing from the v2 answer`);
+  return o;
+}
+
+function v2Values(r: { outputs: V2Output[] } | undefined, name: string): number[] {
+  const o = v2Output(r, name);
+  assert(o.data !== undefined && o.parameters === undefined, `${name}: want JSON data`);
+  return o.data.map(num);
+}
+
+/** The RoPE tables as a v2 answer: the id echoed, only the outputs asked,
+ * in their order, with the /v1 answer's numbers. */
+export function checkV2RopeTables(r: { model_name: string; id?: string; outputs: V2Output[] }): void {
+  same([r.model_name, r.id], ["rope", "tables-1"], "model and id");
+  same(r.outputs.map((o) => [o.name, o.datatype, o.shape]), [["cos", "FP32", [4, 8]], ["sin", "FP32", [4, 8]]], "outputs");
+  close(v2Values(r, "cos"), want.cos, TOL, "cos");
+  close(v2Values(r, "sin"), want.sin, TOL, "sin");
+}
+
+export function checkV2Attention(r: { outputs: V2Output[] }): void {
+  same(v2Output(r, "output").shape, [2, 2], "output shape");
+  close(v2Values(r, "output"), want.attention.output, TOL, "output");
+  close(v2Values(r, "lse"), want.attention.lse, TOL, "lse");
+  close(v2Values(r, "weights"), want.attention.weights, TOL, "weights");
+}
+
+/** A binary v2 answer (Triton's extension): the JSON of
+ * Inference-Header-Content-Length bytes, then each binary output's bytes
+ * in its order; the float32 tables against the JSON answer's numbers. */
+export function checkV2Binary(response: Response, data: unknown, json: { outputs: V2Output[] }): void {
+  const buf = bytesOf(response, data, "application/octet-stream");
+  const n = Number(response.headers.get("inference-header-content-length"));
+  assert(Number.isInteger(n) && n > 0 && n < buf.byteLength, `Inference-Header-Content-Length ${n}`);
+  const head = JSON.parse(new TextDecoder().decode(buf.slice(0, n))) as { outputs: V2Output[] };
+  let at = n;
+  for (const o of head.outputs) {
+    const size = o.parameters?.binary_data_size;
+    assert(size !== undefined && o.data === undefined, `${o.name}: not binary`);
+    if (o.name === "cos" || o.name === "sin")
+      sameF32(new Float32Array(buf.slice(at, at + size)), v2Values(json, o.name), o.name);
+    at += size;
+  }
+  assert(at === buf.byteLength, `${buf.byteLength - at} bytes after the outputs`);
+  same(head.outputs.map((o) => o.name), ["inv_freq", "cos", "sin", "attention_scaling"], "binary outputs");
+}
+
+/** Model metadata: the name, version 1, and the tensors of rope. */
+export function checkV2Metadata(m: { name: string; versions: string[]; inputs: { name: string }[]; outputs: { name: string; datatype: string }[] }): void {
+  same([m.name, m.versions], ["rope", ["1"]], "name and versions");
+  assert(m.inputs.some((t) => t.name === "q"), "q among the inputs");
+  assert(m.outputs.some((t) => t.name === "attention_scaling" && t.datatype === "FP64"), "attention_scaling FP64");
+}

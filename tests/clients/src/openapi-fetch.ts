@@ -143,6 +143,64 @@ await check("GET /explorer.css", async () => {
   lib.checkExplorerStyle((await api.GET("/explorer.css", { parseAs: "text" })).data);
 });
 
+await check("GET /v2", async () => {
+  const { data } = await api.GET("/v2");
+  assert(data?.name === "attnbiasd" && data.extensions.includes("binary_tensor_data"), JSON.stringify(data));
+});
+
+await check("GET /v2/health/live", async () => {
+  assert((await api.GET("/v2/health/live")).data?.status === "ok", "live");
+});
+
+await check("GET /v2/health/ready", async () => {
+  assert((await api.GET("/v2/health/ready")).data?.status === "ok", "ready");
+});
+
+await check("GET /v2/models/{model_name}", async () => {
+  const { data } = await api.GET("/v2/models/{model_name}", { params: { path: { model_name: "rope" } } });
+  assert(data !== undefined, "no metadata");
+  lib.checkV2Metadata(data);
+});
+
+await check("GET /v2/models/{model_name}/versions/{model_version}", async () => {
+  const path = { model_name: "rope" as const, model_version: "1" as const };
+  const { data } = await api.GET("/v2/models/{model_name}/versions/{model_version}", { params: { path } });
+  assert(data !== undefined, "no metadata");
+  lib.checkV2Metadata(data);
+});
+
+await check("GET /v2/models/{model_name}/ready", async () => {
+  const { data } = await api.GET("/v2/models/{model_name}/ready", { params: { path: { model_name: "bias" } } });
+  lib.same(data, { name: "bias", ready: true }, "ready");
+});
+
+await check("GET /v2/models/{model_name}/versions/{model_version}/ready", async () => {
+  const path = { model_name: "attention" as const, model_version: "1" as const };
+  const { data } = await api.GET("/v2/models/{model_name}/versions/{model_version}/ready", { params: { path } });
+  lib.same(data, { name: "attention", ready: true }, "ready");
+});
+
+await check("POST /v2/models/{model_name}/infer", async () => {
+  const body = copy(lib.v2.ropeTables);
+  const { data } = await api.POST("/v2/models/{model_name}/infer", { params: { path: { model_name: "rope" } }, body });
+  lib.verify(data, lib.checkV2RopeTables, await lib.direct(url, "/v2/models/rope/infer", body));
+});
+
+await check("POST /v2/models/{model_name}/infer (binary answer)", async () => {
+  const params = { path: { model_name: "rope" as const } };
+  const json = await api.POST("/v2/models/{model_name}/infer", { params, body: copy(lib.v2.ropeTables) });
+  const { data, response } = await api.POST("/v2/models/{model_name}/infer", { params, body: copy(lib.v2.ropeBinary), parseAs: "arrayBuffer" });
+  assert(json.data !== undefined, "no JSON answer");
+  lib.checkV2Binary(response, data, json.data);
+});
+
+await check("POST /v2/models/{model_name}/versions/{model_version}/infer", async () => {
+  const path = { model_name: "attention" as const, model_version: "1" as const };
+  const body = copy(lib.v2.attention);
+  const { data } = await api.POST("/v2/models/{model_name}/versions/{model_version}/infer", { params: { path }, body });
+  lib.verify(data, lib.checkV2Attention, await lib.direct(url, "/v2/models/attention/infer", body));
+});
+
 await check("400 names the field", async () => {
   const { data, error, response } = await api.POST("/v1/rope", { body: { head_dim: 8, rotary_dim: 7, positions: 4 } });
   assert(data === undefined && response.status === 400, `status ${response.status}`);
