@@ -1,11 +1,14 @@
 /* srv.h: the seams between the parts of attnbiasd.  Each part owns one
- * directory and implements its section below:
+ * directory and implements its section below (or its own header):
  *   util/     errors, arena, buffers, logging             (srv_err_*, ...)
  *   http/     libmicrohttpd glue, auth, limits, lifecycle (srv_http_*)
+ *   call/     a request's pipeline (call/call.h)          (srv_call_*)
+ *   metrics/  counters (metrics/metrics.h)                (srv_metrics_*)
  *   work/     libuv loop + pool, running a call's jobs    (srv_work_*)
  *   route/    routes.def and the method+path table        (srv_route_*)
  *   codec/    JSON/base64/safetensors/npy/PNG <-> tensors (srv_codec_*)
  *   handlers/ one file per route: params -> library jobs  (srv_h_*)
+ * Which part may use which: docs/internals/layers.md.
  * A request's life: http collects the body -> route match -> auth ->
  * srv_codec_decode_request -> handler prepare (validate, budgets, jobs,
  * outputs declared) -> jobs' pieces run on the pool -> handler finish ->
@@ -172,13 +175,25 @@ struct srv_output {
 };
 
 struct srv_route;
-struct srv_stream; /* http/call.c */
+struct srv_stream; /* call/call.c */
 struct srv_cfg_trace; /* handlers/config-apply.c */
 
 /* Bytes of a response sent from where they lie (see srv_call.resp_seg). */
 struct srv_seg {
   const void *data;
   size_t len;
+};
+
+/* The request fields nobody read (codec/json-text.c fills it). */
+struct srv_ignored {
+  /* Their names, separated by commas, ready for X-Attnbias-Ignored
+   * (srv_codec_ignored_add). */
+  struct srv_buf list;
+  /* Prefer: handling=strict (RFC 7240): unknown fields are a 400, and the
+   * answer says Preference-Applied; first is the first unknown field's
+   * pointer, which the refusal names. */
+  int strict;
+  char first[192];
 };
 
 struct srv_call {
@@ -215,14 +230,9 @@ struct srv_call {
    * these in prepare or finish; the codec then leaves them alone. */
   struct srv_buf custom;
   const char *custom_type;
-  /* Unknown request fields, for X-Attnbias-Ignored: names separated by
-   * commas, ready for the header (srv_call_ignore). */
-  struct srv_buf ignored;
-  /* Prefer: handling=strict (RFC 7240): unknown fields are a 400, and the
-   * answer says Preference-Applied; strict_first is the first unknown
-   * field's pointer. */
-  int strict;
-  char strict_first[192];
+  /* Unknown request fields (X-Attnbias-Ignored; a 400 under Prefer:
+   * handling=strict). */
+  struct srv_ignored ignored;
   /* What a model config filled in (srv_config_apply): where each filled
    * field came from, and the X-Attnbias-Config-Used, -Upstream and -Layer
    * header values ("" when no config was used). */
@@ -272,14 +282,6 @@ struct srv_call {
  * first "handling" preference counts; names and values are
  * case-insensitive; parameters after ';' are skipped).  (util/prefer.c) */
 int srv_prefer_strict(const char *value);
-
-/* Add the field at a JSON pointer to c->ignored, by name: the pointer's
- * tokens joined by dots ("/rope/rope_scaling/odd" -> rope.rope_scaling.odd,
- * as nested tensors are named in safetensors), with the bytes a name in a
- * header list cannot carry percent-encoded (control bytes, non-ASCII,
- * space, '%' and the separators ',' and '.').  The list is cut, ending in
- * "...", past a couple of kilobytes.  (http/call.c) */
-void srv_call_ignore(struct srv_call *c, const char *pointer);
 
 /* ======================================================================
  * route/: the route table (routes.def is the single list)
@@ -345,6 +347,15 @@ int srv_codec_tensor(struct srv_call *c, const char *path, int required,
 int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
                         enum ab_dtype json_dtype, struct ab_tensor *out,
                         struct srv_err *err);
+
+/* Add the field at a JSON pointer to ig's list, by name: the pointer's
+ * tokens joined by dots ("/rope/rope_scaling/odd" -> rope.rope_scaling.odd,
+ * as nested tensors are named in safetensors), with the bytes a name in a
+ * header list cannot carry percent-encoded (control bytes, non-ASCII,
+ * space, '%' and the separators ',' and '.').  The list is cut, ending in
+ * "...", past a couple of kilobytes.  Under strict handling the first
+ * pointer added is kept. */
+void srv_codec_ignored_add(struct srv_ignored *ig, const char *pointer);
 
 /* Read a JSON number, accepting the strings "inf", "-inf", "nan".
  * Returns 0, or -1 if j is neither. */
@@ -444,6 +455,15 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err);
 int srv_h_attention_finish(struct srv_call *c, struct srv_err *err);
 int srv_h_models(struct srv_call *c, struct srv_err *err);
 
+/* What the operational routes (health.c) report about the server around
+ * them: http/ sits above the handlers, so main.c points these at it once,
+ * before the server starts.  NULL: never draining / no metrics (500). */
+struct srv_probe {
+  int (*draining)(void);              /* 1 while draining */
+  int (*metrics)(struct srv_buf *out); /* Prometheus text into out */
+};
+extern struct srv_probe srv_probe;
+
 /* A model's config on a POST route (handlers/config-apply.c, docs/models.md):
  * before the handler runs, "model", "config", "layer" and the Hugging Face
  * keys given at the top level fill the route's own fields that the request
@@ -481,9 +501,6 @@ int srv_http_port(void);
 void srv_http_drain(void); /* stop accepting; readiness -> 503 */
 void srv_http_stop(void);
 int srv_http_draining(void);
-
-/* Prometheus text exposition of the counters into out. */
-int srv_metrics_render(struct srv_buf *out);
 
 /* One line to stderr (timestamps added). */
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

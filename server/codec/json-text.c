@@ -155,6 +155,51 @@ void srv_codec__pointer(char *out, size_t cap, const char *dotted)
   }
 }
 
+/* Beyond this many bytes the ignored list is cut: it is a courtesy header,
+ * and a request with thousands of unknown members must not grow it (or the
+ * response headers) without bound. */
+#define IGNORED_MAX 2048
+
+void srv_codec_ignored_add(struct srv_ignored *ig, const char *pointer)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  struct srv_buf *b = &ig->list;
+  char name[3 * 256 + 8];
+  const char *p = pointer;
+  size_t n = 0;
+
+  if (b->len >= IGNORED_MAX) {
+    /* Say once that the list was cut. */
+    if (b->len < 3 || memcmp(b->data + b->len - 3, "...", 3) != 0)
+      srv_buf_append(b, ",...", 4);
+    return;
+  }
+  if (ig->strict && !ig->first[0])
+    srv_strcpy(ig->first, sizeof ig->first, pointer);
+  if (*p == '/')
+    p++;
+  for (; *p && n + 4 < sizeof name; p++) {
+    unsigned char ch = (unsigned char)*p;
+
+    if (ch == '/') {
+      name[n++] = '.';
+      continue;
+    }
+    if (ch == '~' && (p[1] == '0' || p[1] == '1'))
+      ch = *++p == '0' ? '~' : '/';
+    if (ch > 0x20 && ch < 0x7f && ch != '%' && ch != ',' && ch != '.') {
+      name[n++] = (char)ch;
+    } else {
+      name[n++] = '%';
+      name[n++] = hex[ch >> 4];
+      name[n++] = hex[ch & 15];
+    }
+  }
+  if (b->len)
+    srv_buf_append(b, ",", 1);
+  srv_buf_append(b, name, n);
+}
+
 void *srv_codec__alloc(struct srv_call *c, size_t n, const char *field,
                        struct srv_err *err)
 {

@@ -345,7 +345,7 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
         strcmp(key, "shape")) {
       snprintf(fp, sizeof fp, "%s", ptr);
       srv_codec__pointer_add(fp, sizeof fp, key, strlen(key));
-      srv_call_ignore(c, fp);
+      srv_codec_ignored_add(&c->ignored, fp);
     }
   }
   if (jd && jb) {

@@ -527,7 +527,7 @@ int srv_config_apply(struct srv_call *c, struct srv_err *err)
     list_add(c->cfg_upstream, sizeof c->cfg_upstream,
              json_string_value(json_array_get(m.upstream, i)));
   for (i = 0; i < json_array_size(m.ignored); i++)
-    srv_call_ignore(c, json_string_value(json_array_get(m.ignored, i)));
+    srv_param_ignored(c, json_string_value(json_array_get(m.ignored, i)));
   snprintf(c->cfg_layer, sizeof c->cfg_layer, "%lld; type=%s",
            (long long)m.layer, m.layer_type);
   json_object_del(c->params, "model");

@@ -87,6 +87,14 @@ const char *srv_pctx_ptr(const struct srv_pctx *pc, const char *name,
   return buf;
 }
 
+void srv_param_ignored(struct srv_call *c, const char *pointer)
+{
+  char where[192];
+
+  srv_codec_ignored_add(&c->ignored,
+                        srv_config_pointer(c, pointer, where, sizeof where));
+}
+
 void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
                         const struct srv_ptable *const *tables, int n,
                         const char *const *extra)
@@ -109,7 +117,7 @@ void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
     for (i = 0; extra && extra[i] && !known; i++)
       known = strcmp(extra[i], key) == 0;
     if (!known)
-      srv_call_ignore(pc->c, srv_pctx_ptr(pc, key, ptr, sizeof ptr));
+      srv_param_ignored(pc->c, srv_pctx_ptr(pc, key, ptr, sizeof ptr));
   }
 }
 
@@ -139,7 +147,7 @@ void srv_params_unused_bin(const struct srv_pctx *pc)
         break;
       s = dot + 1;
     }
-    srv_call_ignore(pc->c, ptr);
+    srv_param_ignored(pc->c, ptr);
   }
 }
 

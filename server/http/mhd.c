@@ -105,6 +105,14 @@ int srv_http_inflight(void) { return atomic_load(&g_inflight) + adopted_open(); 
 int srv_http_queue_depth(void) { return atomic_load(&g_queue); }
 int srv_http_lingering(void) { return srv_guard_lingering(); }
 int srv_http_draining(void) { return atomic_load(&g_draining); }
+
+int srv_http_metrics(struct srv_buf *out)
+{
+  struct srv_gauges g = {srv_http_inflight(), srv_http_queue_depth(),
+                         srv_http_lingering()};
+
+  return srv_metrics_render(out, &g);
+}
 int srv_http_port(void) { return g_port; }
 
 /* ---------------------------------------------------------------------
@@ -246,8 +254,9 @@ static void read_call_headers(struct srv_call *c, struct MHD_Connection *conn)
   c->content_type =
       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
   c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
-  c->strict = 0;
-  MHD_get_connection_values(conn, MHD_HEADER_KIND, prefer_field, &c->strict);
+  c->ignored.strict = 0;
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, prefer_field,
+                            &c->ignored.strict);
 }
 
 /* The headers every response of a call carries beside its body. */
@@ -259,10 +268,10 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
   MHD_add_response_header(r, "Content-Type",
                           c->resp_type ? c->resp_type
                                        : "application/octet-stream");
-  /* Names made safe for a header value by srv_call_ignore. */
-  if (c->ignored.len)
-    MHD_add_response_header(r, "X-Attnbias-Ignored", c->ignored.data);
-  if (c->strict)
+  /* Names made safe for a header value by srv_codec_ignored_add. */
+  if (c->ignored.list.len)
+    MHD_add_response_header(r, "X-Attnbias-Ignored", c->ignored.list.data);
+  if (c->ignored.strict)
     MHD_add_response_header(r, "Preference-Applied", "handling=strict");
   /* Config key names: printable ASCII by construction (the key table). */
   if (c->cfg_used[0])

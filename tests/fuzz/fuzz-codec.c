@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   srv_arena_init(&c.arena, ARENA_CAP);
   srv_buf_init(&c.resp_body, OUT_MAX);
   srv_buf_init(&c.custom, OUT_MAX);
-  srv_buf_init(&c.ignored, 4096);
+  srv_buf_init(&c.ignored.list, 4096);
   c.route = (mode & 0x20) ? &g_route_png : &g_route;
   c.out_dtype = (mode & 0x80) ? AB_DTYPE_F64 : AB_DTYPE_F32;
   c.content_type = g_ctypes[mode & 3];
@@ -130,7 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   json_decref(c.params);
   srv_buf_free(&c.resp_body);
   srv_buf_free(&c.custom);
-  srv_buf_free(&c.ignored);
+  srv_buf_free(&c.ignored.list);
   srv_arena_free(&c.arena);
   return 0;
 }

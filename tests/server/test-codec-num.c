@@ -3,6 +3,7 @@
  * special values), the JSON number reader against jansson itself, and the
  * fast "data" path against the plain jansson path (same values, same
  * errors, same positions). */
+#include "call/call.h"
 #include "codec/codec-internal.h"
 #include "srv.h"
 #include "test.h"
@@ -15,8 +16,7 @@
 
 static void call_init(struct srv_call *c, const char *body, size_t len)
 {
-  memset(c, 0, sizeof *c);
-  srv_arena_init(&c->arena, 0);
+  srv_call_init(c, NULL);
   c->content_type = "application/json";
   c->body = body;
   c->body_len = len;
@@ -24,11 +24,7 @@ static void call_init(struct srv_call *c, const char *body, size_t len)
 
 static void call_free(struct srv_call *c)
 {
-  json_decref(c->params);
-  c->params = NULL;
-  srv_buf_free(&c->ignored);
-  srv_buf_free(&c->resp_body);
-  srv_arena_free(&c->arena);
+  srv_call_release(c);
 }
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;

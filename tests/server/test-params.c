@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call/call.h"
 #include "codec/codec-internal.h"
 #include "handlers/params.h"
 #include "srv.h"
@@ -19,32 +20,23 @@ static void call_init(struct srv_call *c, const char *json)
 {
   json_error_t je;
 
-  memset(c, 0, sizeof *c);
-  srv_arena_init(&c->arena, 0);
+  srv_call_init(c, NULL);
   c->params = json_loads(json, 0, &je);
   if (!c->params) {
     fprintf(stderr, "  bad test JSON: %s (%s)\n", je.text, json);
     c->params = json_object();
   }
-  c->out_dtype = AB_DTYPE_F32;
   c->fmt = SRV_FMT_JSON;
 }
 
 static void call_free(struct srv_call *c)
 {
-  int i;
-
-  for (i = 0; i < c->njobs; i++)
-    ab_job_free(c->jobs[i]);
-  json_decref(c->params);
-  srv_buf_free(&c->ignored);
-  srv_buf_free(&c->custom);
-  srv_arena_free(&c->arena);
+  srv_call_release(c);
 }
 
 static const char *ignored(const struct srv_call *c)
 {
-  return c->ignored.data ? c->ignored.data : "";
+  return c->ignored.list.data ? c->ignored.list.data : "";
 }
 
 /* ==== a table with one parameter of every kind ========================== */
@@ -219,7 +211,7 @@ TEST(params_errors_name_the_pointer)
 }
 
 /* Unknown members are listed by name, nested ones by dotted path, with
- * what a header list cannot carry percent-encoded (srv_call_ignore): the
+ * what a header list cannot carry percent-encoded (srv_codec_ignored_add): the
  * separators ',' and '.', '%', control bytes and non-ASCII. */
 TEST(params_unknown_members_are_listed_safely)
 {
@@ -261,10 +253,10 @@ TEST(params_ignored_list_is_capped)
   free(text);
   srv_pctx_root(&c, &pc, &err);
   srv_params_unknown(&pc, c.params, NULL, 0, NULL);
-  CHECK(c.ignored.len < 2100);
-  CHECK(c.ignored.len > 1000);
-  CHECK(c.ignored.data &&
-        memcmp(c.ignored.data + c.ignored.len - 4, ",...", 4) == 0);
+  CHECK(c.ignored.list.len < 2100);
+  CHECK(c.ignored.list.len > 1000);
+  CHECK(c.ignored.list.data &&
+        memcmp(c.ignored.list.data + c.ignored.list.len - 4, ",...", 4) == 0);
   CHECK(strncmp(ignored(&c), "unknown_0,unknown_1,", 20) == 0);
   call_free(&c);
   return 0;

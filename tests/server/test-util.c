@@ -528,7 +528,7 @@ TEST(metrics_text_format)
   srv_metrics_reject(SRV_REJECT_QUEUE_FULL);
 
   srv_buf_init(&b, 0);
-  CHECK_EQ_I64(srv_metrics_render(&b), 0);
+  CHECK_EQ_I64(srv_http_metrics(&b), 0);
   CHECK(b.len > 0 && b.data[b.len - 1] == '\n');
   snprintf(line, sizeof line,
            "attnbias_requests_total{route=\"%s\",status=\"200\"} 2\n",

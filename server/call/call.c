@@ -3,7 +3,8 @@
  * then finish and encode.  Every failure on the way becomes the call's
  * problem+json response, so the HTTP side only ever sends c->resp_body
  * (followed by c->resp_seg for a binary encoding). */
-#include "http/http.h"
+#include "call/call.h"
+#include "metrics/metrics.h"
 #include "util/jsonmem.h"
 #include "work/work.h"
 
@@ -30,7 +31,7 @@ void srv_call_init(struct srv_call *c, const struct srv_route *route)
   c->route = route;
   srv_arena_init(&c->arena, 0);
   srv_buf_init(&c->custom, 0);
-  srv_buf_init(&c->ignored, 0);
+  srv_buf_init(&c->ignored.list, 0);
   /* Budgets are checked before computing (srv_check_budget) with the
    * response's largest size; this bound only backs them up, with room for
    * the JSON around the tensors. */
@@ -103,57 +104,9 @@ void srv_call_release(struct srv_call *c)
   json_decref(c->params);
   c->params = NULL;
   srv_buf_free(&c->custom);
-  srv_buf_free(&c->ignored);
+  srv_buf_free(&c->ignored.list);
   srv_buf_free(&c->resp_body);
   srv_arena_free(&c->arena);
-}
-
-/* Beyond this many bytes the ignored list is cut: it is a courtesy header,
- * and a request with thousands of unknown members must not grow it (or the
- * response headers) without bound. */
-#define IGNORED_MAX 2048
-
-void srv_call_ignore(struct srv_call *c, const char *pointer)
-{
-  static const char hex[] = "0123456789ABCDEF";
-  struct srv_buf *b = &c->ignored;
-  char name[3 * 256 + 8], where[192];
-  const char *p;
-  size_t n = 0;
-
-  if (b->len >= IGNORED_MAX) {
-    /* Say once that the list was cut. */
-    if (b->len < 3 || memcmp(b->data + b->len - 3, "...", 3) != 0)
-      srv_buf_append(b, ",...", 4);
-    return;
-  }
-  /* A field a model config filled in is named by its config key. */
-  pointer = srv_config_pointer(c, pointer, where, sizeof where);
-  p = pointer;
-  if (c->strict && !c->strict_first[0])
-    srv_strcpy(c->strict_first, sizeof c->strict_first, pointer);
-  if (*p == '/')
-    p++;
-  for (; *p && n + 4 < sizeof name; p++) {
-    unsigned char ch = (unsigned char)*p;
-
-    if (ch == '/') {
-      name[n++] = '.';
-      continue;
-    }
-    if (ch == '~' && (p[1] == '0' || p[1] == '1'))
-      ch = *++p == '0' ? '~' : '/';
-    if (ch > 0x20 && ch < 0x7f && ch != '%' && ch != ',' && ch != '.') {
-      name[n++] = (char)ch;
-    } else {
-      name[n++] = '%';
-      name[n++] = hex[ch >> 4];
-      name[n++] = hex[ch & 15];
-    }
-  }
-  if (b->len)
-    srv_buf_append(b, ",", 1);
-  srv_buf_append(b, name, n);
 }
 
 void srv_call_fail(struct srv_call *c, const struct srv_err *e)
@@ -326,9 +279,9 @@ static size_t parse_budget(void)
  * first as the field; the same list goes out as X-Attnbias-Ignored). */
 static void strict_refusal(const struct srv_call *c, struct srv_err *err)
 {
-  srv_fail(err, 400, c->strict_first,
+  srv_fail(err, 400, c->ignored.first,
            "unknown fields, refused under Prefer: handling=strict: %.400s",
-           c->ignored.data);
+           c->ignored.list.data);
 }
 
 int srv_call_prepare(struct srv_call *c)
@@ -372,7 +325,7 @@ int srv_call_prepare(struct srv_call *c)
     srv_config_blame(c, &err);
     goto fail;
   }
-  if (c->strict && c->ignored.len) {
+  if (c->ignored.strict && c->ignored.list.len) {
     strict_refusal(c, &err);
     goto fail;
   }

@@ -2,7 +2,7 @@
  * (format 0.0.4).  Every counter is a relaxed atomic: recording costs a few
  * uncontended atomic adds per request and rendering reads a snapshot that
  * may be a few requests apart between series, which Prometheus tolerates. */
-#include "http/http.h"
+#include "metrics/metrics.h"
 #include "work/work.h"
 
 #include <stdatomic.h>
@@ -87,7 +87,7 @@ static const char *route_label(size_t i, const struct srv_route *tab,
   return i < n ? tab[i].name : "none";
 }
 
-int srv_metrics_render(struct srv_buf *out)
+int srv_metrics_render(struct srv_buf *out, const struct srv_gauges *g)
 {
   size_t n, i, b, nlab;
   const struct srv_route *tab = srv_route_table(&n);
@@ -175,8 +175,8 @@ int srv_metrics_render(struct srv_buf *out)
                        "(returned after 10 s unused).\n"
                        "# TYPE attnbias_memory_kept_bytes gauge\n"
                        "attnbias_memory_kept_bytes %zu\n",
-                       srv_http_inflight(), srv_http_queue_depth(),
-                       srv_http_lingering(), srv_mem_kept());
+                       g->inflight, g->queue_depth, g->lingering,
+                       srv_mem_kept());
   rc |= srv_buf_printf(out,
                        "# HELP attnbias_bytes_received_total Request body "
                        "bytes received.\n"
