@@ -54,8 +54,13 @@ int srv_fail(struct srv_err *e, int http, const char *field, const char *fmt,
 /* Override slug/title after srv_fail (e.g. "unsupported-media-type"). */
 void srv_err_slug(struct srv_err *e, const char *slug, const char *title);
 /* Turn the library's last error into a 400 (413 for AB_STATUS_OVERFLOW,
- * 500 for NO_MEMORY): field = prefix + "/" + arg with dots as slashes. */
-int srv_fail_lib(struct srv_err *e, enum ab_status st, const char *prefix);
+ * 500 for NO_MEMORY): field = prefix + "/" + arg with dots as slashes.
+ * `prefix` is the pointer of the object the library call describes ("",
+ * "/bias", "/rope"); a leading component of the argument equal to `strip`
+ * ("bias", "rope"; NULL: none) is removed first, because the library names
+ * arguments as the attention request does. */
+int srv_fail_lib(struct srv_err *e, enum ab_status st, const char *prefix,
+                 const char *strip);
 
 /* ======================================================================
  * util/: memory
@@ -284,8 +289,11 @@ struct srv_call {
 int srv_prefer_strict(const char *value);
 
 /* ======================================================================
- * route/: the route table (routes.def is the single list)
+ * route/: the route table (routes.def, beside this file, is the single
+ * list)
  * ====================================================================== */
+struct srv_call;
+struct srv_err;
 typedef int (*srv_handler_fn)(struct srv_call *c, struct srv_err *err);
 
 enum srv_route_flags {
@@ -441,19 +449,23 @@ int srv_check_budget(struct srv_call *c, double out_bytes, double flops,
 /* Append a job to c->jobs (the call frees it). */
 int srv_add_job(struct srv_call *c, ab_job_t *job, struct srv_err *err);
 
-/* The handlers (routes.def names them). */
-int srv_h_healthz(struct srv_call *c, struct srv_err *err);
-int srv_h_readyz(struct srv_call *c, struct srv_err *err);
-int srv_h_metrics(struct srv_call *c, struct srv_err *err);
-int srv_h_openapi(struct srv_call *c, struct srv_err *err);
-int srv_h_methods(struct srv_call *c, struct srv_err *err);
-int srv_h_encodings(struct srv_call *c, struct srv_err *err);
-int srv_h_rope(struct srv_call *c, struct srv_err *err);
-int srv_h_bias(struct srv_call *c, struct srv_err *err);
-int srv_h_bias_finish(struct srv_call *c, struct srv_err *err);
-int srv_h_attention(struct srv_call *c, struct srv_err *err);
-int srv_h_attention_finish(struct srv_call *c, struct srv_err *err);
-int srv_h_models(struct srv_call *c, struct srv_err *err);
+/* The handlers, declared from routes.def: every route's prepare, and its
+ * finish unless that is NULL.  The NULL test is the preprocessor's probe
+ * idiom: pasted to SRV_H_PROBE_, the token NULL (and only it) names a macro
+ * whose comma shifts a 1 into second place. */
+typedef int srv_handler(struct srv_call *c, struct srv_err *err);
+#define SRV_H_PROBE_NULL ~, 1
+#define SRV_H_SECOND_(a, b, ...) b
+#define SRV_H_SECOND(...) SRV_H_SECOND_(__VA_ARGS__)
+#define SRV_H_CAT_(a, b) a##b
+#define SRV_H_CAT(a, b) SRV_H_CAT_(a, b)
+#define SRV_H_DECLARE_0(fn) srv_handler fn;
+#define SRV_H_DECLARE_1(fn)
+#define SRV_ROUTE(method, path, name, prepare, finish, flags)                  \
+  srv_handler prepare;                                                         \
+  SRV_H_CAT(SRV_H_DECLARE_, SRV_H_SECOND(SRV_H_PROBE_##finish, 0, ~))(finish)
+#include "routes.def"
+#undef SRV_ROUTE
 
 /* What the operational routes (health.c) report about the server around
  * them: http/ sits above the handlers, so main.c points these at it once,

@@ -556,7 +556,7 @@ int srv_params_list(const struct srv_pctx *pc, const char *name,
     return srv_fail(err, 500, ptr, "out of memory reading %s", name);
   st = ab_tensor_to_f64(t, d);
   if (st != AB_STATUS_OK) /* an int32 safetensors entry: the list's fault */
-    return srv_lib_fail(err, st, ptr, "src");
+    return srv_fail_lib(err, st, ptr, "src");
   *out = d;
   return 0;
 }
@@ -909,31 +909,4 @@ double srv_numel_d(const struct ab_tensor *t)
   for (i = 0; i < t->ndim; i++)
     n *= (double)t->shape[i];
   return n;
-}
-
-int srv_lib_fail(struct srv_err *err, enum ab_status st, const char *prefix,
-                 const char *strip)
-{
-  const struct ab_error *le = ab_last_error();
-  char arg[sizeof le->arg], field[sizeof err->field];
-  size_t n, sl = strip ? strlen(strip) : 0, i;
-
-  srv_fail_lib(err, st, prefix);
-  if (err->http != 400 && err->http != 413)
-    return -1;
-  if (!le || le->status != st)
-    return -1; /* stale record: srv_fail_lib already said what it could */
-  snprintf(arg, sizeof arg, "%s", le->arg);
-  if (sl && strncmp(arg, strip, sl) == 0 && (arg[sl] == '.' || !arg[sl]))
-    memmove(arg, arg + sl + (arg[sl] ? 1 : 0), strlen(arg + sl) + 1);
-  snprintf(field, sizeof field, "%s", prefix ? prefix : "");
-  n = strlen(field);
-  if (arg[0] && n + 1 < sizeof field) {
-    field[n++] = '/';
-    for (i = 0; arg[i] && n + 1 < sizeof field; i++)
-      field[n++] = arg[i] == '.' ? '/' : arg[i];
-    field[n] = '\0';
-  }
-  snprintf(err->field, sizeof err->field, "%s", field);
-  return -1;
 }

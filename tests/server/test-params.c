@@ -649,7 +649,7 @@ TEST(params_library_errors_become_pointers)
   p.rotary_dim = 7;
   st = ab_rope_check(&p, &rd, NULL, NULL);
   CHECK(st != AB_STATUS_OK);
-  CHECK_EQ_I64(srv_lib_fail(&err, st, "/rope", NULL), -1);
+  CHECK_EQ_I64(srv_fail_lib(&err, st, "/rope", NULL), -1);
   CHECK_EQ_I64(err.http, 400);
   CHECK_STR(err.field, "/rope/rotary_dim");
   CHECK(strstr(err.detail, "7") != NULL);
@@ -659,10 +659,10 @@ TEST(params_library_errors_become_pointers)
   p.rope_type = AB_ROPE_LINEAR; /* factor missing */
   st = ab_rope_check(&p, &rd, NULL, NULL);
   CHECK(st != AB_STATUS_OK);
-  srv_lib_fail(&err, st, "", NULL);
+  srv_fail_lib(&err, st, "", NULL);
   CHECK_STR(err.field, "/rope_scaling/factor");
   /* A leading component equal to `strip` is dropped. */
-  srv_lib_fail(&err, st, "/x", "rope_scaling");
+  srv_fail_lib(&err, st, "/x", "rope_scaling");
   CHECK_STR(err.field, "/x/factor");
   return 0;
 }
