@@ -223,7 +223,8 @@ struct srv_call {
   int out_dtype;            /* "output_dtype" (enum ab_dtype), default F32 */
   int b64;                  /* "encoding": "b64" */
   const char *pick;         /* "output": name (for npy), or NULL */
-  void *codec;              /* codec-private (parsed number spans), arena */
+  void *codec;              /* codec-private (members read beside params),
+                             * arena */
 
   /* ---- set by the handler's prepare ---- */
   ab_job_t *jobs[SRV_MAX_JOBS]; /* run before finish; freed by the call */
@@ -374,16 +375,31 @@ int srv_codec_number(const json_t *j, double *out);
  * exactly one output or c->pick, and no bfloat16 (406). */
 int srv_codec_encode(struct srv_call *c, struct srv_err *err);
 
+/* The members of request objects.  c->params holds what the client sent,
+ * except the members the codec read beside it: a tensor written as nested
+ * arrays of numbers, a long "data" array, a long "b64" string.  Those are
+ * not in the tree at all (no stand-in value either); srv_codec_tensor reads
+ * them, and these give them to the code that looks for something else. */
+/* Whether obj (an object of c->params) has the member `key` beside it. */
+int srv_codec_beside(const struct srv_call *c, const json_t *obj,
+                     const char *key);
+/* The member `key` of obj: the tree's value, or one the codec read beside
+ * it, then put into the tree as JSON (arrays of numbers, a string) -- for
+ * a parameter that expects something else, so that its error shows what
+ * was sent.  NULL when absent (or out of memory). */
+const json_t *srv_codec_member(struct srv_call *c, const json_t *obj,
+                               const char *key);
+/* fn(key, value, arg) for every member of obj in the order sent, those
+ * beside the tree with value NULL. */
+void srv_codec_members(const struct srv_call *c, const json_t *obj,
+                       void (*fn)(const char *key, const json_t *v,
+                                  void *arg),
+                       void *arg);
 /* Compact JSON text of a request value for an error message, cut to fit
- * `size` (then ending "...").  Values the pre-scan lifted out of the text
- * (rows of numbers, base64 strings) are shown as the client sent them,
- * never as the codec's placeholders. */
+ * `size` (then ending "...").  Members read beside the tree are shown as
+ * the client sent them. */
 void srv_codec_show(const struct srv_call *c, const json_t *v, char *buf,
                     size_t size);
-/* Whether v is the placeholder of a value the pre-scan lifted out (a JSON
- * string to jansson; really an array of numbers or a base64 string):
- * parameter checks must not take it for a string. */
-int srv_codec_lifted(const struct srv_call *c, const json_t *v);
 
 /* Write the problem+json body of e into out. */
 int srv_codec_problem(const struct srv_err *e, struct srv_buf *out);

@@ -311,7 +311,8 @@ static int has_tensor(const struct srv_call *c, const char *name)
 {
   int i;
 
-  if (json_object_get(c->params, name))
+  if (json_object_get(c->params, name) ||
+      srv_codec_beside(c, c->params, name))
     return 1;
   for (i = 0; i < c->nbin; i++)
     if (c->bin[i].name && strcmp(c->bin[i].name, name) == 0)

@@ -95,30 +95,40 @@ void srv_param_ignored(struct srv_call *c, const char *pointer)
                         srv_config_pointer(c, pointer, where, sizeof where));
 }
 
+/* What srv_params_unknown checks each member against. */
+struct known {
+  const struct srv_pctx *pc;
+  const struct srv_ptable *const *tables;
+  int n;
+  const char *const *extra;
+};
+
+static void unknown_member(const char *key, const json_t *v, void *arg)
+{
+  const struct known *kn = arg;
+  int known = 0, i, k;
+  char ptr[256];
+
+  (void)v;
+  for (i = 0; i < kn->n && !known; i++)
+    for (k = 0; k < kn->tables[i]->n && !known; k++) {
+      const struct srv_param *p = &kn->tables[i]->p[k];
+      known = strcmp(p->name, key) == 0 ||
+              (p->alias && strcmp(p->alias, key) == 0);
+    }
+  for (i = 0; kn->extra && kn->extra[i] && !known; i++)
+    known = strcmp(kn->extra[i], key) == 0;
+  if (!known)
+    srv_param_ignored(kn->pc->c, srv_pctx_ptr(kn->pc, key, ptr, sizeof ptr));
+}
+
 void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
                         const struct srv_ptable *const *tables, int n,
                         const char *const *extra)
 {
-  const char *key;
-  json_t *v;
-  char ptr[256];
+  struct known kn = {pc, tables, n, extra};
 
-  if (!obj || !json_is_object(obj))
-    return;
-  json_object_foreach((json_t *)obj, key, v) {
-    int known = 0, i, k;
-
-    for (i = 0; i < n && !known; i++)
-      for (k = 0; k < tables[i]->n && !known; k++) {
-        const struct srv_param *p = &tables[i]->p[k];
-        known = strcmp(p->name, key) == 0 ||
-                (p->alias && strcmp(p->alias, key) == 0);
-      }
-    for (i = 0; extra && extra[i] && !known; i++)
-      known = strcmp(extra[i], key) == 0;
-    if (!known)
-      srv_param_ignored(pc->c, srv_pctx_ptr(pc, key, ptr, sizeof ptr));
-  }
+  srv_codec_members(pc->c, obj, unknown_member, &kn);
 }
 
 void srv_params_unused_bin(const struct srv_pctx *pc)
@@ -152,12 +162,6 @@ void srv_params_unused_bin(const struct srv_pctx *pc)
 }
 
 /* ==== value formatting for messages ===================================== */
-
-/* A JSON string the client sent (not a lifted row's placeholder). */
-static int is_str(const struct srv_call *c, const json_t *v)
-{
-  return json_is_string(v) && !srv_codec_lifted(c, v);
-}
 
 static const char *type_name(enum srv_ptype t)
 {
@@ -258,7 +262,7 @@ static int parse_enum_value(const struct srv_call *c,
   const struct srv_choice *ch;
   char val[96], list[256];
 
-  if (!is_str(c, v)) {
+  if (!json_is_string(v)) {
     if (p->type != SRV_PT_ENUMS)
       return type_error(c, p, v, ptr, err);
     srv_codec_show(c, v, val, sizeof val); /* one element of the array */
@@ -298,7 +302,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
   }
   case SRV_PT_NUM: {
     double x;
-    if (!json_is_number(v) && !is_str(c, v))
+    if (!json_is_number(v) && !json_is_string(v))
       return type_error(c, p, v, ptr, err);
     if (srv_codec_number(v, &x) != 0)
       return type_error(c, p, v, ptr, err);
@@ -334,7 +338,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
   }
   case SRV_PT_STR: {
     const char *x;
-    if (!is_str(c, v))
+    if (!json_is_string(v))
       return type_error(c, p, v, ptr, err);
     x = json_string_value(v);
     if (store)
@@ -569,9 +573,10 @@ static int member(const struct srv_pctx *pc, const json_t *obj,
                   const struct srv_param *p, const json_t **out,
                   const char **where, struct srv_err *err)
 {
-  const json_t *a = obj ? json_object_get(obj, p->name) : NULL;
-  const json_t *b =
-      obj && p->alias ? json_object_get(obj, p->alias) : NULL;
+  /* Not a tensor: a member the codec read beside the tree (a nested array
+   * of numbers) comes as JSON, for the error that follows. */
+  const json_t *a = srv_codec_member(pc->c, obj, p->name);
+  const json_t *b = p->alias ? srv_codec_member(pc->c, obj, p->alias) : NULL;
   char ptr[256];
 
   if (a && json_is_null(a))

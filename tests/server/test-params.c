@@ -904,7 +904,7 @@ TEST(params_t5_buckets_without_table)
 
 /* The codec lifts nested number rows out of JSON except under the members
  * of srv_codec_node_keys: every positions parameter of every table must
- * be there, or its reader would meet placeholder strings. */
+ * be there, or its reader would not find them in the tree. */
 TEST(params_positions_are_codec_node_keys)
 {
   const struct srv_ptable *tabs[64];
