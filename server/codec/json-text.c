@@ -409,54 +409,53 @@ static int record_lift(struct scan *s, const struct frame *fr, int depth,
   return 1;
 }
 
-/* Read the numbers of text[p, e) -- numbers and the strings "inf", "-inf",
- * "nan", separated by commas and brackets, n of them -- into v.  0, or -1
- * when a token is not a number jansson accepts (the array is then left to
- * jansson, which says why). */
-static int read_numbers(const char *p, const char *e, double *v, int64_t n)
-{
-  const char *q;
-  int64_t k = 0;
-  size_t tl;
-
-  while (p < e && k < n) {
-    if (is_ws(*p) || *p == ',' || *p == '[' || *p == ']') {
-      p++;
-      continue;
-    }
-    if (*p == '"') {
-      tl = span_string(p, e, &v[k]);
-      if (!tl)
-        return -1;
-    } else {
-      for (q = p; q < e && g_numch[(uint8_t)*q]; q++)
-        ;
-      tl = (size_t)(q - p);
-      if (!tl || srv_codec__parse_number(p, tl, &v[k]) != 0)
-        return -1;
-    }
-    p += tl;
-    k++;
-  }
-  return k == n ? 0 : -1;
-}
-
-/* The layout of the array whose '[' is at t[pos]: rank (the arrays nested
- * in it, all as deep) and shape, when it is a rectangular array of numbers
- * (and "inf", "-inf", "nan") with commas where JSON wants them, and rows of
- * at least min_row of them; *close is one past its ']'.  0 for anything
- * else -- other values, ragged rows, deeper than max_rank, malformed text
- * -- which is left to jansson. */
-static int layout(const struct scan *s, size_t pos, int max_rank,
-                  int64_t min_row, int *rank, int64_t *shape, size_t *close)
+/* The end of the array whose '[' is at t[pos] -- one past its ']' -- and
+ * an upper bound of the numbers in it (its commas + 1), by brackets and
+ * commas alone: the cheap pass that sizes the buffer.  0 when it holds an
+ * object or does not end. */
+static int extent(const struct scan *s, size_t pos, size_t *close,
+                  int64_t *most)
 {
   const char *t = s->t, *e = t + s->len, *p;
-  int64_t count[AB_MAX_DIMS];
+  int64_t commas = 0;
+  int depth = 0;
+
+  for (p = t + pos; p < e; p++) {
+    if (*p == ',') {
+      commas++;
+    } else if (*p == '[') {
+      depth++;
+    } else if (*p == ']') {
+      if (--depth == 0) {
+        *close = (size_t)(p - t) + 1;
+        *most = commas + 1;
+        return 1;
+      }
+    } else if (*p == '{') {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+/* Read the array whose '[' is at t[pos] and which ends at t[close - 1]
+ * into v (room for `most` numbers): its rank (the arrays nested in it,
+ * all as deep), shape and numbers, when it is a rectangular array of
+ * numbers (and "inf", "-inf", "nan") with commas where JSON wants them, and
+ * rows of at least min_row.  0 for anything else -- other values, ragged
+ * rows, deeper than max_rank, a token jansson would not accept as a number,
+ * malformed text -- which is left to jansson, which says why. */
+static int read_array(const struct scan *s, size_t pos, size_t close,
+                      int max_rank, int64_t min_row, double *v,
+                      int64_t most, int *rank, int64_t *shape, int64_t *n)
+{
+  const char *t = s->t, *e = t + close, *p, *q;
+  int64_t count[AB_MAX_DIMS], k = 0;
   int r = 0, level = -1, i;
   /* What may come next: 0 an element or ']' (after '['), 1 an element
    * (after ','), 2 ',' or ']' (after an element). */
   int next = 0;
-  double v;
+  size_t tl;
 
   /* The rank: the brackets that open the first element. */
   for (p = t + pos; p < e && (*p == '[' || is_ws(*p)); p++)
@@ -466,9 +465,28 @@ static int layout(const struct scan *s, size_t pos, int max_rank,
     shape[i] = -1;
   for (p = t + pos; p < e; p++) {
     char ch = *p;
-    if (is_ws(ch))
+    if (next != 2 && level == r - 1 && ch != ']' && !is_ws(ch)) {
+      /* A number, or "inf", "-inf", "nan". */
+      if (k == most)
+        return 0;
+      if (ch == '"') {
+        tl = span_string(p, e, &v[k]);
+      } else {
+        for (q = p; q < e && g_numch[(uint8_t)*q]; q++)
+          ;
+        tl = (size_t)(q - p);
+        if (tl && srv_codec__parse_number(p, tl, &v[k]) != 0)
+          tl = 0;
+      }
+      if (!tl)
+        return 0;
+      k++;
+      count[level]++;
+      p += tl - 1;
+      next = 2;
+    } else if (is_ws(ch)) {
       continue;
-    if (ch == ',') {
+    } else if (ch == ',') {
       if (next != 2)
         return 0;
       next = 1;
@@ -480,37 +498,24 @@ static int layout(const struct scan *s, size_t pos, int max_rank,
       count[++level] = 0;
       next = 0;
     } else if (ch == ']') {
-      if (next == 1)
+      if (next == 1 || level < 0)
         return 0;
       if (shape[level] < 0)
         shape[level] = count[level];
       else if (count[level] != shape[level])
         return 0;
       next = 2;
-      if (level-- == 0) {
-        *close = (size_t)(p - t) + 1;
+      if (level-- == 0)
         break;
-      }
-    } else if (next != 2 && level == r - 1) {
-      /* A number (jansson's rules are checked when it is read), or
-       * "inf", "-inf", "nan". */
-      size_t tl = ch == '"' ? span_string(p, e, &v) : 0;
-      if (ch != '"')
-        while (p + tl < e && g_numch[(uint8_t)p[tl]])
-          tl++;
-      if (!tl)
-        return 0;
-      count[level]++;
-      p += tl - 1;
-      next = 2;
     } else {
       return 0; /* an object, a string, true, false, null, a number where
                  * an array belongs, a missing comma */
     }
   }
-  if (p >= e || shape[r - 1] < min_row)
+  if (p != e - 1 || shape[r - 1] < min_row)
     return 0;
   *rank = r;
+  *n = k;
   return 1;
 }
 
@@ -523,37 +528,25 @@ static int layout(const struct scan *s, size_t pos, int max_rank,
 static int try_lift(struct scan *s, const struct frame *fr, int depth,
                     size_t pos, int data, size_t *end, struct srv_err *err)
 {
+  int room = SRV_CODEC_MAX_DEPTH - depth;
+  int max_rank = data ? 1 : room < AB_MAX_DIMS ? room : AB_MAX_DIMS;
+  int64_t min = data ? SRV_CODEC_SPAN_MIN : SRV_CODEC_ROW_MIN, most;
   struct srv_codec_lift l;
-  int64_t n = 1;
   double *v;
-  int i;
 
-  memset(&l, 0, sizeof l);
-  if (data) {
-    if (!layout(s, pos, 1, SRV_CODEC_SPAN_MIN, &l.rank, l.shape, end))
-      return 0;
-    l.kind = SRV_LIFT_DATA;
-  } else {
-    int room = SRV_CODEC_MAX_DEPTH - depth;
-    if (!layout(s, pos, room < AB_MAX_DIMS ? room : AB_MAX_DIMS,
-                SRV_CODEC_ROW_MIN, &l.rank, l.shape, end) ||
-        l.rank < 2)
-      return 0;
-    l.kind = SRV_LIFT_NESTED;
-  }
-  if (!path_plain(s, fr, depth))
+  if (!extent(s, pos, end, &most) || most < min ||
+      (uint64_t)most > SIZE_MAX / sizeof(double) || !path_plain(s, fr, depth))
     return 0;
-  for (i = 0; i < l.rank; i++)
-    if (ab_mul_overflow(n, l.shape[i], &n) ||
-        (uint64_t)n > SIZE_MAX / sizeof(double))
-      return 0;
-  v = srv_codec__alloc(s->c, (size_t)n * sizeof(double), "", err);
+  v = srv_codec__alloc(s->c, (size_t)most * sizeof(double), "", err);
   if (!v)
     return -1;
-  if (read_numbers(s->t + pos, s->t + *end, v, n) != 0)
+  memset(&l, 0, sizeof l);
+  if (!read_array(s, pos, *end, max_rank, min, v, most, &l.rank, l.shape,
+                  &l.n) ||
+      (!data && l.rank < 2))
     return 0;
+  l.kind = data ? SRV_LIFT_DATA : SRV_LIFT_NESTED;
   l.v = v;
-  l.n = n;
   return record_lift(s, fr, depth, pos, *end, &l, err);
 }
 

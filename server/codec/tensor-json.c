@@ -243,12 +243,14 @@ static int put_all(struct sink *s, const double *v, int64_t n,
 
   for (k = 0; k < n; k++) {
     int64_t r = k;
+    if (put(s, v[k], err) == 0)
+      continue;
+    /* Refused: again, with the element's place set for the message. */
     for (d = s->rank - 1; d >= 0; d--) {
       s->idx[d] = r % shape[d];
       r /= shape[d];
     }
-    if (put(s, v[k], err))
-      return -1;
+    return put(s, v[k], err);
   }
   return 0;
 }
