@@ -340,6 +340,13 @@ int srv_codec_check_media(const struct srv_route *route,
                           const char *content_type, const char *accept,
                           struct srv_err *err);
 
+/* The bytes a safetensors body of `total` bytes opens with before its
+ * tensors -- the length field and the header it gives -- read from the
+ * first `have` bytes: > 0, 0 while fewer than 8 are in, -1 when the length
+ * field cannot be right (no safetensors body, or a broken one: decoding the
+ * whole body will say).  For computing while a body arrives. */
+int64_t srv_codec_st_head(const char *body, size_t have, uint64_t total);
+
 /* Find the tensor named by the dotted path ("q", "bias.table",
  * "bias.layers.0.weight"): first among the safetensors tensors, else in the
  * JSON params in any form of docs/http.md#tensors-in-json.  Returns 1 and fills

@@ -786,35 +786,23 @@ static enum MHD_Result stream_call(struct srv_req *rq,
   return stream_queue(rq, conn, r);
 }
 
-static uint64_t rd_le64(const char *p)
-{
-  uint64_t v = 0;
-  int i;
-
-  for (i = 7; i >= 0; i--)
-    v = v << 8 | (unsigned char)p[i];
-  return v;
-}
-
 /* A body chunk arrived: once the safetensors header of a large body is
  * in, try to start its call while the rest arrives (EARLY_MIN_BYTES). */
 static void try_early(struct srv_req *rq, struct MHD_Connection *conn)
 {
   struct srv_call *c = &rq->call;
-  uint64_t hlen;
+  int64_t head;
 
   if (!(c->route->flags & SRV_ROUTE_EARLY) || rq->length < EARLY_MIN_BYTES) {
     rq->early_run = -1;
     return;
   }
-  if (rq->body.len < 8)
-    return;
-  hlen = rd_le64(rq->body.data);
-  if (hlen > rq->length - 8) {
+  head = srv_codec_st_head(rq->body.data, rq->body.len, rq->length);
+  if (head < 0) {
     rq->early_run = -1; /* not safetensors, or not valid: the end will tell */
     return;
   }
-  if (rq->body.len - 8 < hlen)
+  if (head == 0 || rq->body.len < (uint64_t)head)
     return;
   rq->early_run = -1;
   read_call_headers(c, conn);
