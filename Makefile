@@ -5,6 +5,7 @@
 #   make            library + server          make test     all tests
 #   make run        server on 127.0.0.1:8080  make bench    benchmark table
 #   make asan       tests under ASan+UBSan    make install  PREFIX=/usr/local
+#   make test-repeat N=10   the HTTP suite N times in a row, every core busy
 #   make image      container image (podman)  make image-test  build + exercise it
 #   make soak       a minute of overload (README "Reliability")
 
@@ -53,8 +54,8 @@ TESTS  = $(BUILD)/tests/run
 STESTS = $(BUILD)/tests/run-server
 SOAK_BIN = $(BUILD)/bench/soak
 
-.PHONY: all lib server test test-unit test-http test-isa run bench deps \
-        npm-deps asan install clean
+.PHONY: all lib server test test-unit test-http test-isa test-repeat run \
+        bench deps npm-deps asan install clean
 all: lib $(if $(SRV_SRC),server)
 lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
 server: $(SERVER)
@@ -163,6 +164,13 @@ test-unit: $(TESTS)
 test-isa: $(TESTS)
 	@for isa in ref avx2 avx512; do echo "## AB_ISA=$$isa"; \
 	  AB_ISA=$$isa $(TESTS) || exit 1; done
+
+# The HTTP suite N times in a row while a busy loop per core competes with
+# it at the same priority; stops at the first failing run and keeps its log
+# (tests/repeat.sh).  No test may depend on timing: this shows it.
+N ?= 10
+test-repeat: $(DEPS_STAMP) npm-deps all $(SOAK_BIN)
+	@tests/repeat.sh $(BUILD) $(PYTHON) $(N)
 
 asan:
 	ATTNBIAS_TEST_LDFLAGS="-fsanitize=address,undefined" \

@@ -165,6 +165,11 @@ int srv_metrics_render(struct srv_buf *out, const struct srv_gauges *g)
                        "--max-queue).\n"
                        "# TYPE attnbias_queue_depth gauge\n"
                        "attnbias_queue_depth %d\n"
+                       "# HELP attnbias_pool_calls Calls on the worker "
+                       "pool: waiting for a thread, computing, or waiting "
+                       "for the bytes of a body still arriving.\n"
+                       "# TYPE attnbias_pool_calls gauge\n"
+                       "attnbias_pool_calls %d\n"
                        "# HELP attnbias_lingering_connections Connections "
                        "answered while their body still came, draining it "
                        "before they close (limit --linger-max).\n"
@@ -175,8 +180,8 @@ int srv_metrics_render(struct srv_buf *out, const struct srv_gauges *g)
                        "(returned after 10 s unused).\n"
                        "# TYPE attnbias_memory_kept_bytes gauge\n"
                        "attnbias_memory_kept_bytes %zu\n",
-                       g->inflight, g->queue_depth, g->lingering,
-                       srv_mem_kept());
+                       g->inflight, g->queue_depth, srv_work_busy(),
+                       g->lingering, srv_mem_kept());
   rc |= srv_buf_printf(out,
                        "# HELP attnbias_bytes_received_total Request body "
                        "bytes received.\n"

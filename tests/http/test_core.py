@@ -3,7 +3,6 @@ metrics, routing errors, problem+json, API keys, body limits and framing,
 admission (503), graceful shutdown, idle timeouts, X-Attnbias-Ignored,
 many connections, and the command line.  Conventions: see run.py."""
 
-import base64
 import http.client
 import json
 import os
@@ -20,43 +19,14 @@ import run
 BIAS = {"method": "alibi", "num_heads": 2, "q_len": 4, "k_len": 4}
 BIAS_BODY = json.dumps(BIAS).encode()
 
-
-
 check_problem = run.check_problem
-
-
-def wait_for(cond, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout * run.SLOW
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
-
-
-def gauge(srv, name):
-    return srv.metrics()[(name, frozenset())]
+wait_for = run.wait_for
 
 
 def read_response(sock, timeout=10.0):
     """One response -> (status, headers, body): run.read_response without
     the leftover bytes."""
     return run.read_response(sock, timeout)[:3]
-
-
-def attention_body(n, heads=8, dim=64):
-    """A /v1/attention request heavy enough to keep one pool thread busy for
-    a while (4*heads*n*n*dim flops), with b64 tensors and a b64 output."""
-    import numpy as np
-    rng = np.random.default_rng(7)
-
-    def t(shape):
-        a = rng.standard_normal(shape).astype("<f4")
-        return {"shape": list(shape), "dtype": "float32",
-                "b64": base64.b64encode(a.tobytes()).decode()}
-    return json.dumps({"q": t((1, heads, n, dim)), "k": t((1, 1, n, dim)),
-                       "v": t((1, 1, n, dim)), "encoding": "b64"}).encode()
 
 
 # ---------------------------------------------------------------------------
@@ -168,7 +138,7 @@ def test_ignored_fields_header(server):
 
 
 def test_metrics_content(server):
-    before = server.metrics()
+    before = server.wait_idle()  # the earlier tests' requests all counted
     for _ in range(3):
         assert server.get("/healthz").status == 200
     server.get("/no/such/route")
@@ -179,14 +149,9 @@ def test_metrics_content(server):
         return mm.get((name, frozenset(labels.items())), 0.0)
 
     # A request is counted when MHD reports it complete, which may be just
-    # after the client has read the response: poll briefly, for each.
-    def counted():
-        m = server.metrics()
-        return all(val(m, "attnbias_requests_total", route=route, status=status) >=
-                   val(before, "attnbias_requests_total", route=route, status=status) + n
-                   for route, status, n in (("bias", "200", 1), ("bias", "405", 1),
-                                            ("healthz", "200", 3), ("none", "404", 1)))
-    wait_for(counted, what="the requests to be counted")
+    # after the client has read the response: every one of them, once none
+    # is in flight.
+    server.wait_idle()
     r = server.get("/metrics")
     assert r.status == 200, r
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4"), r.headers
@@ -196,6 +161,7 @@ def test_metrics_content(server):
                       ("attnbias_request_duration_seconds", "histogram"),
                       ("attnbias_inflight_requests", "gauge"),
                       ("attnbias_queue_depth", "gauge"),
+                      ("attnbias_pool_calls", "gauge"),
                       ("attnbias_memory_kept_bytes", "gauge"),
                       ("attnbias_bytes_received_total", "counter"),
                       ("attnbias_bytes_sent_total", "counter"),
@@ -217,6 +183,7 @@ def test_metrics_content(server):
     # This very request is in flight; nothing is queued.
     assert val(m, "attnbias_inflight_requests") >= 1
     assert val(m, "attnbias_queue_depth") == 0
+    assert val(m, "attnbias_pool_calls") == 0
     for reason in ("queue_full", "body_too_large", "unauthorized"):
         assert ("attnbias_rejected_total", frozenset({("reason", reason)})) in m, reason
     # Histograms: cumulative buckets, +Inf == _count, for every route seen.
@@ -458,15 +425,15 @@ def test_lingering_connections_are_capped(start):
             socks.append(s)
             s.sendall(POST_HEAD % (2 << 30) + b"x" * 65536)
             check_413(*read_response(s))
-            wait_for(lambda: gauge(srv, "attnbias_lingering_connections") == 1,
+            wait_for(lambda: srv.gauge("attnbias_lingering_connections") == 1,
                      what="one lingering connection")
         wait_for(lambda: rejected(srv, "linger_full") == 1, what="the oldest to be ended")
-        assert gauge(srv, "attnbias_lingering_connections") == 1
+        assert srv.gauge("attnbias_lingering_connections") == 1
     finally:
         for s in socks:
             s.close()
     # The client closing ends its lingering at once.
-    wait_for(lambda: gauge(srv, "attnbias_lingering_connections") == 0,
+    wait_for(lambda: srv.gauge("attnbias_lingering_connections") == 0,
              what="no lingering connection")
     still_serves(srv)
 
@@ -587,20 +554,34 @@ def test_400_ambiguous_framing(server):
 # admission, drain, timeouts
 # ---------------------------------------------------------------------------
 
-def hold_slot(srv, path="/v1/attention"):
-    """Admit a request and keep it open: headers and half of a body."""
+def hold_slot(srv, path="/v1/bias", body=BIAS_BODY):
+    """Admit a request and keep it open: its headers and the first 10 bytes
+    of its body (the test sends body[10:] later)."""
     s = srv.connect()
     s.sendall(b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\n\r\n%s"
-              % (path.encode(), len(BIAS_BODY), BIAS_BODY[:10]))
+              % (path.encode(), len(body), body[:10]))
     return s
+
+
+def pool_attention_body():
+    """A JSON /v1/attention body (b64 tensors) too large to be computed
+    inline: q, k, v [1, 4, 128, 32], 8.4 MFLOP, go to the pool."""
+    import base64
+    import numpy as np
+    rng = np.random.default_rng(3)
+
+    def t():
+        a = rng.standard_normal((1, 4, 128, 32)).astype("<f4")
+        return {"shape": list(a.shape), "b64": base64.b64encode(a.tobytes()).decode()}
+    return json.dumps({"q": t(), "k": t(), "v": t(), "encoding": "b64"}).encode()
 
 
 def test_queue_full_503(start):
     srv = start("--threads", "1", "--max-queue", "1")
     s = hold_slot(srv, "/v1/bias")
     try:
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 1, what="admission")
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 1, what="admission")
         r = srv.post("/v1/bias", json=BIAS)
         check_problem(r, 503)
         assert int(r.headers["retry-after"]) >= 1, r.headers
@@ -612,73 +593,100 @@ def test_queue_full_503(start):
     finally:
         s.close()
     # The slot is free again.
-    wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 0, what="slot release")
+    wait_for(lambda: srv.gauge("attnbias_queue_depth") == 0, what="slot release")
     assert srv.post("/v1/bias", json=BIAS).status == 200
     m = srv.metrics()
     assert m[("attnbias_rejected_total", frozenset({("reason", "queue_full")}))] == 1
 
 
-def test_queue_full_while_computing(start):
-    """The slot is held by an attention request being computed on the pool."""
-    srv = start("--threads", "1", "--max-queue", "1")
-    body = attention_body(2048)
-    result = {}
+def held_back_attention(srv):
+    """A binary /v1/attention request of 6 MiB, sent but for its last 4
+    bytes: its call starts computing with the safetensors header (pieces run
+    as their bytes arrive, test_early.py), so it is on the pool and holds
+    its --max-queue slot, and it cannot end before the test sends the rest.
+    -> (socket, the last 4 bytes)."""
+    import numpy as np
+    rng = np.random.default_rng(7)
+    body = run.safetensors_dump(
+        {n: rng.standard_normal((1, 8, 1024, 64)).astype("<f4") for n in "qkv"}, {})
+    s = srv.connect()
+    s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: t\r\n"
+              b"Content-Type: application/vnd.safetensors\r\n"
+              b"Accept: application/vnd.safetensors\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body[:-4])
+    return s, body[-4:]
 
-    def slow():
-        result["r"] = srv.post("/v1/attention", body=body,
-                               headers={"Content-Type": "application/json"}, timeout=300)
-    t = threading.Thread(target=slow)
-    t.start()
+
+def read_early_answer(s, rest):
+    """Send the held-back bytes; the answer must be the attention, computed
+    while the body arrived."""
+    s.sendall(rest)
+    status, headers, data = read_response(s, timeout=300)
+    assert status == 200, data[:300]
+    assert "early" in headers.get("server-timing", ""), headers
+    n = int.from_bytes(data[:8], "little")
+    out = json.loads(data[8:8 + n])["output"]
+    assert out["shape"] == [1, 8, 1024, 64] and len(data) == 8 + n + (2 << 20), out
+
+
+def test_queue_full_while_computing(start):
+    """The slot is held by an attention request being computed on the pool
+    (held back by its last bytes, so that it is still there when the next
+    request comes, however slow the machine)."""
+    srv = start("--threads", "1", "--max-queue", "1")
+    s, rest = held_back_attention(srv)
     try:
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 1, what="admission")
-        # Admitted at its headers, the attention holds the slot through its
-        # upload, decoding and about 8.6 GFLOP on one thread: far longer than
-        # this request takes to arrive.
+        wait_for(lambda: srv.gauge("attnbias_pool_calls") == 1, what="the call on the pool")
         r = srv.post("/v1/bias", json=BIAS)
         check_problem(r, 503)
         assert int(r.headers["retry-after"]) >= 1, r.headers
+        read_early_answer(s, rest)
     finally:
-        t.join(300 * run.SLOW)
-    assert result["r"].status == 200, result["r"]
-    out = result["r"].json()["output"]
-    assert out["shape"] == [1, 8, 2048, 64], out["shape"]
-    m = srv.metrics()
+        s.close()
+    m = srv.wait_idle()
     assert m[("attnbias_kernel_seconds_total", frozenset({("route", "attention")}))] > 0
+    assert srv.post("/v1/bias", json=BIAS).status == 200
+
+
+def refused(srv):
+    """True once a connection to srv's port is refused (its listening
+    socket closed)."""
+    try:
+        socket.create_connection((srv.host, srv.port), timeout=5 * run.SLOW).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        # Reset: queued on the listening socket as it closed (the next
+        # attempt is refused); or no answer within the timeout.
+        return False
 
 
 def test_graceful_shutdown(start):
-    srv = start("--threads", "1", "--drain-s", "%g" % (60 * run.SLOW))
+    """SIGTERM with an idle kept-alive connection, a request whose body is
+    still arriving (an attention computed on the pool once it is in) and one
+    being computed on the pool: the listening socket closes, the open
+    connection's next request gets 503, and both requests are finished and
+    answered once their last bytes come.  Nothing here
+    depends on how long the work takes: each request waits for the test to
+    send its last bytes, and --drain-s is far above anything (the drain ends
+    when the work does), as is --timeout-s (the kept-alive connection waits
+    idle meanwhile)."""
+    srv = start("--threads", "1", "--drain-s", "3600", "--timeout-s", "3600")
     keep = http.client.HTTPConnection(srv.host, srv.port, timeout=30 * run.SLOW)
     keep.request("GET", "/healthz")
     assert keep.getresponse().read() == b'{"status":"ok"}'
-    partial = hold_slot(srv, "/v1/bias")
-    # 34 GFLOP: a good 100 ms on one pool thread of a fast core, so that
-    # the gauge polled every 20 ms sees it admitted (1024 positions, 2
-    # GFLOP, could come and go between two polls -- but not under valgrind,
-    # where 34 GFLOP would take many minutes).
-    body = attention_body(1024 if run.VALGRIND else 4096)
-    result = {}
-
-    def compute():
-        result["r"] = srv.post("/v1/attention", body=body,
-                               headers={"Content-Type": "application/json"}, timeout=300)
-    t = threading.Thread(target=compute)
-    t.start()
+    body = pool_attention_body()
+    partial = hold_slot(srv, "/v1/attention", body)
+    computing, rest = held_back_attention(srv)
     try:
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 2, what="two admitted")
+        def both_in():
+            m = srv.metrics()
+            return m[("attnbias_queue_depth", frozenset())] == 2 and \
+                m[("attnbias_pool_calls", frozenset())] == 1
+        wait_for(both_in, what="two admitted, one of them on the pool")
         srv.proc.send_signal(signal.SIGTERM)
-
-        def refused():
-            try:
-                socket.create_connection((srv.host, srv.port), timeout=1).close()
-                return False
-            except ConnectionRefusedError:
-                return True
-            except ConnectionResetError:
-                # Queued on the listening socket as it closed: the next
-                # attempt is refused.
-                return False
-        wait_for(refused, what="the listening socket to close")
+        wait_for(lambda: refused(srv), what="the listening socket to close")
         # An open connection still gets answers: 503 with Connection: close,
         # and no Retry-After (this server will not take it: go elsewhere).
         keep.request("GET", "/readyz")
@@ -688,15 +696,17 @@ def test_graceful_shutdown(start):
         assert r.getheader("Retry-After") is None, r.getheaders()
         assert json.loads(r.read())["status"] == 503
         # The request whose body was still arriving is computed and answered.
-        partial.sendall(BIAS_BODY[10:])
-        status, headers, data = read_response(partial)
+        partial.sendall(body[10:])
+        status, headers, data = read_response(partial, timeout=300)
         assert status == 200, data
-        assert json.loads(data)["bias"]["shape"] == [2, 4, 4]
+        assert json.loads(data)["output"]["shape"] == [1, 4, 128, 32]
+        assert "compute" in headers.get("server-timing", ""), headers
+        # So is the one on the pool.
+        read_early_answer(computing, rest)
     finally:
         partial.close()
+        computing.close()
         keep.close()
-        t.join(300 * run.SLOW)
-    assert result["r"].status == 200, result["r"]
     assert srv.proc.wait(60 * run.SLOW) == 0
     assert "draining" in srv.log()
 
@@ -705,7 +715,7 @@ def test_drain_deadline_cuts(start):
     srv = start("--drain-s", "0.5")
     s = hold_slot(srv, "/v1/bias")
     try:
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 1, what="admission")
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 1, what="admission")
         srv.proc.send_signal(signal.SIGINT)
         # The incomplete request is cut; the exit status is still 0.
         assert srv.proc.wait(30 * run.SLOW) == 0
@@ -750,7 +760,7 @@ def test_drain_deadline_cuts_computation(start):
         s.sendall(b"POST /v1/attention HTTP/1.1\r\nHost: t\r\n"
                   b"Content-Type: application/vnd.safetensors\r\n"
                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        time.sleep(0.3 * run.SLOW)  # decoded and handed to the pool by now
+        wait_for(lambda: srv.gauge("attnbias_pool_calls") == 1, what="the call on the pool")
         srv.proc.send_signal(signal.SIGTERM)
         assert srv.proc.wait(60 * run.SLOW) == 0
         s.settimeout(10 * run.SLOW)
@@ -771,13 +781,17 @@ def test_drain_deadline_cuts_computation(start):
 
 
 def test_idle_connection_timeout(start):
-    srv = start("--timeout-s", "1")
-    idle = srv.connect()
-    half = srv.connect()
+    """Connections idle for --timeout-s are closed: one that never sent a
+    byte, one that stopped mid-headers, one kept alive after an answer.
+    Each socket sends right after its connect: only a thread stalled for the
+    whole timeout in between could be closed first."""
+    srv = start("--timeout-s", "2")
     keep = srv.connect()
+    keep.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+    half = srv.connect()
+    half.sendall(b"GET /healthz HTTP/1.1\r\nHo")  # never completed
+    idle = srv.connect()
     try:
-        half.sendall(b"GET /healthz HTTP/1.1\r\nHo")  # never completed
-        keep.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
         status, _, _ = read_response(keep)
         assert status == 200
         for s in (idle, half, keep):
@@ -835,10 +849,12 @@ def test_command_line(binary, server):
     # --healthcheck: 0 against a live server, 1 against a closed port.
     r = cli("--healthcheck", "--host", server.host, "--port", str(server.port))
     assert r.returncode == 0, r
+    # A port bound but not listening refuses connections, and no other
+    # process can take it while the check runs.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
-    r = cli("--healthcheck", "--host", "127.0.0.1", "--port", str(closed))
+        r = cli("--healthcheck", "--host", "127.0.0.1", "--port", str(closed))
     assert r.returncode == 1, r
 
 
@@ -852,36 +868,44 @@ def test_env_configures(start):
 
 
 def test_slow_uploads_lose_their_queue_slots(start):
-    """A body trickling in (a byte every 0.3 s) holds a --max-queue slot
+    """A body trickling in (a byte every 0.05 s) holds a --max-queue slot
     only until --body-grace-s has passed: then it must keep arriving at
     --body-min-rate-kb on average (deadline: grace + bytes / rate) or its
-    connection is closed, and the slot frees for others."""
+    connection is closed, and the slot frees for others.  The trickle runs
+    on its own thread from the request on, so the connections are closed by
+    the rate rule, never by the idle timeout, however slowly this test's
+    main thread is scheduled."""
     srv = start("--max-queue", "2", "--body-grace-s", "1", "--body-min-rate-kb", "64")
-    socks = []
-    try:
-        for _ in range(2):
-            s = srv.connect()
-            s.sendall(b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: 1000\r\n\r\n{")
-            socks.append(s)
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 2, what="two slots taken")
-        check_problem(srv.post("/v1/bias", json=BIAS), 503)
-        closed = [False, False]
-        deadline = time.monotonic() + 10 * run.SLOW
-        while not all(closed):
-            assert time.monotonic() < deadline, "slow uploads still open"
+    socks, closed = [], [False, False]
+    done = threading.Event()
+
+    def trickle():
+        while not done.is_set() and not all(closed):
             for i, s in enumerate(socks):
                 if not closed[i]:
                     try:
                         s.sendall(b" ")
                     except OSError:
                         closed[i] = True
-            time.sleep(0.3)
-        wait_for(lambda: gauge(srv, "attnbias_queue_depth") == 0, what="slots freed")
+            time.sleep(0.05)
+    for _ in range(2):
+        s = srv.connect()
+        s.sendall(b"POST /v1/bias HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{")
+        socks.append(s)
+    t = threading.Thread(target=trickle)
+    t.start()
+    try:
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 2, what="two slots taken")
+        check_problem(srv.post("/v1/bias", json=BIAS), 503)
+        wait_for(lambda: all(closed), what="the slow uploads to be closed")
+        wait_for(lambda: srv.gauge("attnbias_queue_depth") == 0, what="slots freed")
         assert srv.post("/v1/bias", json=BIAS).status == 200
         m = srv.metrics()
         assert m[("attnbias_rejected_total", frozenset({("reason", "slow_upload")}))] == 2
         assert "arrives too slowly" in srv.log()
     finally:
+        done.set()
+        t.join()
         for s in socks:
             s.close()

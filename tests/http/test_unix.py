@@ -102,7 +102,9 @@ def test_routes_and_attention_over_the_socket(start):
             assert repr(ab).endswith("unix_socket=%r)" % path)
         finally:
             ab.close()
-        m = srv.metrics()
+        # Counted when libmicrohttpd reports each request complete, which
+        # may come just after the client has read the whole answer.
+        m = srv.wait_idle()
         key = ("attnbias_requests_total",
                frozenset({("route", "attention"), ("status", "200")}))
         assert m.get(key) == 2.0, m.get(key)

@@ -558,6 +558,8 @@ TEST(metrics_text_format)
                        "histogram\n") != NULL);
   CHECK(strstr(b.data, "# TYPE attnbias_inflight_requests gauge\n"));
   CHECK(strstr(b.data, "# TYPE attnbias_queue_depth gauge\n"));
+  CHECK(strstr(b.data, "# TYPE attnbias_pool_calls gauge\n"));
+  CHECK(strstr(b.data, "\nattnbias_pool_calls 0\n")); /* no pool here */
   /* Every sample line's metric has a TYPE line. */
   {
     char *save = NULL, *copy = strdup(b.data), *ln;
