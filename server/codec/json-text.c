@@ -337,6 +337,24 @@ static int cut_for(const struct scan *s, const struct frame *f, size_t pos,
   return 1;
 }
 
+/* The JSON pointer of where the frames are (raw keys: see path_plain). */
+static void frames_pointer(const struct scan *s, const struct frame *fr,
+                           int depth, char *ptr, size_t cap)
+{
+  char num[24];
+  int i;
+
+  ptr[0] = '\0';
+  for (i = 0; i < depth; i++) {
+    if (fr[i].obj) {
+      srv_codec__pointer_add(ptr, cap, s->t + fr[i].koff, fr[i].klen);
+    } else {
+      snprintf(num, sizeof num, "%lld", (long long)fr[i].idx);
+      srv_codec__pointer_add(ptr, cap, num, strlen(num));
+    }
+  }
+}
+
 /* Record the member at the innermost frame, whose value is text[pos, vend),
  * as lifted: `l` holds its value.  Returns 1, 0 (not lifted: too many, or
  * malformed around it) or -1 (error). */
@@ -347,10 +365,9 @@ static int record_lift(struct scan *s, const struct frame *fr, int depth,
   struct srv_codec_state *st = s->c->codec;
   const struct frame *f = &fr[depth - 1];
   struct srv_codec_lift *d;
-  char ptr[SRV_CODEC_PTR_MAX], num[24];
+  char ptr[SRV_CODEC_PTR_MAX];
   struct cut k;
   char *key;
-  int i;
 
   if (!cut_for(s, f, pos, vend, &k))
     return 0;
@@ -382,15 +399,7 @@ static int record_lift(struct scan *s, const struct frame *fr, int depth,
     s->cuts = nc;
     s->cap = ncap;
   }
-  ptr[0] = '\0';
-  for (i = 0; i < depth; i++) {
-    if (fr[i].obj) {
-      srv_codec__pointer_add(ptr, sizeof ptr, s->t + fr[i].koff, fr[i].klen);
-    } else {
-      snprintf(num, sizeof num, "%lld", (long long)fr[i].idx);
-      srv_codec__pointer_add(ptr, sizeof ptr, num, strlen(num));
-    }
-  }
+  frames_pointer(s, fr, depth, ptr, sizeof ptr);
   if (strlen(ptr) + 2 >= sizeof ptr)
     return 0; /* a pointer that may have been cut: found by no reader */
   key = srv_codec__alloc(s->c, f->klen + 1 + strlen(ptr) + 1, "", err);
@@ -617,18 +626,9 @@ static int depth_error(const struct scan *s, const struct frame *fr,
                        int depth, size_t pos, const char *what,
                        struct srv_err *err)
 {
-  char ptr[sizeof err->field], num[24];
-  int i;
+  char ptr[sizeof err->field];
 
-  ptr[0] = '\0';
-  for (i = 0; i < depth; i++) {
-    if (fr[i].obj) {
-      srv_codec__pointer_add(ptr, sizeof ptr, s->t + fr[i].koff, fr[i].klen);
-    } else {
-      snprintf(num, sizeof num, "%lld", (long long)fr[i].idx);
-      srv_codec__pointer_add(ptr, sizeof ptr, num, strlen(num));
-    }
-  }
+  frames_pointer(s, fr, depth, ptr, sizeof ptr);
   return srv_fail(err, 400, ptr,
                   "%s nests arrays/objects deeper than %d levels at byte %zu "
                   "(%s)",
