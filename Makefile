@@ -28,7 +28,7 @@ ISA_avx2   = -mavx2 -mfma -mf16c
 ISA_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
 
 # ---- sources --------------------------------------------------------------
-LIB_SRC  := $(wildcard lib/src/*.c lib/src/kernels/ref/*.c lib/src/kernels/x86/*.c)
+LIB_SRC  := $(wildcard lib/src/*.c lib/src/bias/*.c lib/src/kernels/ref/*.c lib/src/kernels/x86/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SRV_SRC  := $(shell find server -name '*.c' 2>/dev/null | sort)
 SRV_MAIN := server/main.c

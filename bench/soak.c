@@ -77,6 +77,7 @@ static struct {
   int connections;          /* overload phase */
   double seconds;
   double factor;            /* offered load / capacity */
+  double rate;              /* offered load in requests/s, 0: factor's */
   int cap_connections;      /* capacity phase */
   double cap_seconds;
   double request_timeout;   /* an unanswered request is lost after this */
@@ -100,7 +101,7 @@ static void usage(FILE *f)
 {
   fprintf(f,
           "usage: soak --server PATH [--server-arg FLAG]... | --port P --pid PID\n"
-          "            [--connections 256] [--seconds 60] [--factor 2]\n"
+          "            [--connections 256] [--seconds 60] [--factor 2 | --rate R]\n"
           "            [--capacity-connections 64] [--capacity-seconds S]\n"
           "            [--request-timeout 120] [--settle-timeout 60]\n"
           "            [--out FILE] [--seed N]\n"
@@ -144,6 +145,8 @@ static void parse_opts(int argc, char **argv)
       opt.seconds = atof(v);
     else if (TAKE("--factor"))
       opt.factor = atof(v);
+    else if (TAKE("--rate"))
+      opt.rate = atof(v);
     else if (TAKE("--capacity-connections"))
       opt.cap_connections = atoi(v);
     else if (TAKE("--capacity-seconds"))
@@ -2135,8 +2138,8 @@ static void print_report(const struct result *R)
   printf("capacity %.0f req/s; offered %.0f req/s (target %.1fx = %.0f), "
          "%ld connections, %.0f s; answered 200 or left under overload "
          "%.0f req/s (%.0f %% of capacity)\n",
-         R->capacity, (double)R->over.issued / R->over.seconds, opt.factor,
-         R->target, (long)opt.connections, opt.seconds,
+         R->capacity, (double)R->over.issued / R->over.seconds,
+         R->capacity > 0 ? R->target / R->capacity : 0, R->target, (long)opt.connections, opt.seconds,
          finished_rate(&R->over),
          R->capacity > 0 ? 100 * finished_rate(&R->over) / R->capacity : 0.0);
   printf("overload answers: 200 %ld, 503 %ld (Retry-After on all of them: "
@@ -2231,7 +2234,9 @@ static void soak(struct result *R)
   g_next_sample = bench_now();
   run_closed(&R->cap, opt.cap_connections, opt.cap_seconds);
   R->capacity = finished_rate(&R->cap);
-  R->target = opt.factor * R->capacity;
+  /* A fixed rate compares two servers (or two builds) on a machine whose
+   * measured capacity moves from run to run. */
+  R->target = opt.rate > 0 ? opt.rate : opt.factor * R->capacity;
   printf("capacity: %.0f requests/s finished\n", R->capacity);
 
   printf("overload: %d connections, %.0f req/s offered for %.0f s ...\n",

@@ -60,9 +60,13 @@ static int wait_idle(const sigset_t *set, double secs)
   /* A call whose client went away still runs on the pool until it sees
    * it (srv_call.cancel): count it too, so the drain deadline holds.  So
    * do refused connections still lingering (at most --linger-s): their
-   * clients, still sending, get the 503 rather than a reset. */
-  while ((left = srv_http_inflight() + srv_work_busy() +
-                 srv_http_lingering()) > 0) {
+   * clients, still sending, get the 503 rather than a reset.  And so do
+   * connections whose request has not reached the handler yet -- sent but
+   * unread, or a new connection's first -- so that they are answered
+   * rather than closed unanswered; only those kept alive with nothing
+   * sent since their last answer are not waited for. */
+  while ((left = srv_http_inflight() + srv_http_awaited() +
+                 srv_work_busy() + srv_http_lingering()) > 0) {
     double rest = deadline - mono_s();
     int sig;
 

@@ -116,6 +116,9 @@ void srv_mem_free(void *p, size_t size);
 void srv_mem_trim(double idle_s);
 /* Bytes currently kept (for tests and metrics). */
 size_t srv_mem_kept(void);
+/* Return the C library's free heap pages to the kernel (glibc's
+ * malloc_trim; nothing elsewhere).  For an idle server after load. */
+void srv_mem_release(void);
 
 /* ======================================================================
  * configuration (main.c fills it once, read-only afterwards)

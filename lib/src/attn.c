@@ -371,8 +371,8 @@ struct attn_ctx {
   float *q_own, *k_own, *v_own;
   const void *in_q, *in_k, *in_v; /* the caller's (ab_job_piece_reads) */
   /* position bias */
-  struct ab__bias bias; /* all zero (method none) when p->bias is NULL */
-  int fire;
+  struct ab__bias bias; /* all zero (no family) when p->bias is NULL */
+  int bias_rows;        /* evaluated per row and key tile (AB__BIAS_POSITION) */
   float *rel;          /* [Hq][rel_stride] by distance, or NULL */
   int64_t rel_stride, rel_u0;
   /* attn_bias */
@@ -937,17 +937,17 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
       st = prefix_error(st, "bias");
       goto fail;
     }
-    switch (c->bias.method) {
-    case AB_BIAS_ALIBI:
-    case AB_BIAS_T5:
-    case AB_BIAS_KERPLE:
+    switch (ab__bias_kind(&c->bias)) {
+    case AB__BIAS_ZERO:
+      break;
+    case AB__BIAS_DISTANCE:
       if ((st = build_rel(c)) != AB_STATUS_OK)
         goto fail;
       break;
-    case AB_BIAS_FIRE: {
-      /* FIRE depends on the query position too, so it is evaluated per row
-       * and tile; prepare its per-distance tables for this geometry (rows
-       * with p_q <= L then become copies). */
+    case AB__BIAS_POSITION: {
+      /* The bias depends on the query position too (FIRE), so it is
+       * evaluated per row and tile; prepare its per-distance tables for
+       * this geometry (FIRE's rows with p_q <= L then become copies). */
       struct ab_geometry g;
       ab_geometry_init(&g, s.Nq, s.Nk);
       g.q_offset = s.q_offset;
@@ -955,18 +955,16 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
         st = prefix_error(st, "bias");
         goto fail;
       }
-      c->fire = 1;
+      c->bias_rows = 1;
       break;
     }
-    default:
-      break;
     }
   }
   if (p->attn_bias) {
     c->ab = p->attn_bias->data;
     c->ab_dtype = p->attn_bias->dtype;
   }
-  c->need_tb = c->fire || p->attn_bias != NULL;
+  c->need_tb = c->bias_rows || p->attn_bias != NULL;
 
   /* q, k, v as the pieces read them. */
   c->in_q = p->q->data;
@@ -1295,7 +1293,7 @@ static void score_tile(const struct attn_ctx *c, const struct block *bl,
     memset(bl->tb, 0, (size_t)(nk * mp) * sizeof(float));
     for (i = 0; i < bl->m; i++) {
       int64_t h = row_head(bl, i), r = row_pos(bl, i);
-      if (c->fire) {
+      if (c->bias_rows) {
         ab__bias_row(&c->bias, h, c->s.q_offset + r, j0, nk, bl->row);
         for (jj = 0; jj < nk; jj++)
           bl->tb[jj * mp + i] = bl->row[jj];

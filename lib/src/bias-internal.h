@@ -6,45 +6,23 @@
 
 #include "ab-internal.h"
 
-/* FIRE limits: fire_dims has room for this many layers, and ab__bias_row
- * keeps two activation vectors of this width on the stack (it may not
- * allocate).  FIRE's MLP in the paper is 32 wide. */
-#define AB__FIRE_MAX_LAYERS 16
-#define AB__FIRE_MAX_WIDTH 1024
+struct ab__bias_family;
 
 /* Everything needed to evaluate bias(h, p_q, j) without touching the
- * caller's parameter struct again: tables converted to float32, parameters
- * evaluated in double (Kerple's r1 and r2, FIRE's MLP) kept in double,
- * per-head arrays copied.  Immutable after ab__bias_resolve (and the
- * optional ab__bias_prepare), so any number of threads may evaluate it at
- * once. */
+ * caller's parameter struct again: the family's operations and its
+ * resolved parameters (tables converted to float32, parameters evaluated in
+ * double kept in double, per-head arrays copied), in a state only the
+ * family's own file (bias/<family>.c) reads.  Immutable after
+ * ab__bias_resolve (and the optional ab__bias_prepare), so any number of
+ * threads may evaluate it at once. */
 struct ab__bias {
-  enum ab_bias_method method;
+  const struct ab__bias_family *fam; /* NULL only in a zeroed struct */
   int64_t num_heads;
-  float *slopes;         /* alibi [H] (the kernels multiply in float32) */
-  double *r1, *r2;       /* kerple [H] */
-  int kerple_power;
-  float *t5_table;       /* [num_buckets, H] float32; NULL: buckets alone */
-  int64_t t5_buckets, t5_max_distance;
-  int t5_bidirectional;
-  /* T5: bucket within one direction of the distance n, for n < t5_lut_n.
-   * The float32 formula is nondecreasing in n, so once it reaches the top
-   * bucket it stays there: when t5_saturated, every n >= t5_lut_n has the
-   * top bucket; otherwise (absurd parameters) such n are computed. */
-  int32_t *t5_lut;
-  int64_t t5_lut_n;
-  int t5_saturated;
-  /* fire: layers in double, each W [out, in] then b [out] */
-  int fire_layers;
-  int64_t fire_dims[AB__FIRE_MAX_LAYERS + 1]; /* dims[0] = 1 ... H or 1 */
-  double *fire_params;
-  double fire_c, fire_L, fire_eps;
-  float *fire_zero;      /* [dims[n]]: the MLP at x = 0 (distance 0) */
+  void *state;           /* the family's; NULL for none */
   /* Filled by ab__bias_prepare for one geometry (NULL otherwise): the bias
    * as a function of rel = j - p_q alone, rel in [rel_min, rel_min+rel_n),
-   * per head: T5 and Kerple (every row), FIRE (rows with p_q <= L, whose
-   * normaliser is the constant psi(L)+eps; FIRE keeps dims[n] rows).
-   * T5 without a table has rel_buckets only. */
+   * per head row of the family (bias/family.h says which families fill
+   * them and for which rows).  T5 without a table has rel_buckets only. */
   float *rel_vals;       /* [heads of the table][rel_n] */
   int32_t *rel_buckets;  /* T5: [rel_n] */
   int64_t rel_min, rel_n;
@@ -64,7 +42,8 @@ void ab__bias_release(struct ab__bias *b);
  * q_len, k_len and q_offset matter), so ab__bias_row becomes a copy for
  * T5, Kerple and FIRE rows with p_q <= L.  Results are bit-identical with
  * or without it.  Allocates O(H * (q_len + k_len)); call before any
- * concurrent ab__bias_row.  A no-op for none and ALiBi. */
+ * concurrent ab__bias_row.  A no-op for families without a prepare step
+ * (none, ALiBi). */
 enum ab_status ab__bias_prepare(struct ab__bias *b,
                                 const struct ab_geometry *g);
 
@@ -74,8 +53,16 @@ enum ab_status ab__bias_prepare(struct ab__bias *b,
 void ab__bias_row(const struct ab__bias *b, int64_t h, int64_t pq, int64_t j0,
                   int64_t n, float *out);
 
-/* T5 bucket of rel = key - query for a resolved T5 bias (lookup table). */
-int32_t ab__t5_bucket_of(const struct ab__bias *b, int64_t rel);
+/* How a resolved bias varies, which decides how attention evaluates it:
+ * not at all (zero: nothing to add), with rel = j - p_q alone
+ * (translation-invariant: tabulated once per distance before the key
+ * loop), or with p_q as well (evaluated per row and key tile). */
+enum ab__bias_kind {
+  AB__BIAS_ZERO,
+  AB__BIAS_DISTANCE,
+  AB__BIAS_POSITION
+};
+enum ab__bias_kind ab__bias_kind(const struct ab__bias *b);
 
 /* The mask shared by bias tables and attention: the keys j in [0, k_len)
  * visible from query position pq under causal and the window [wl, wr]

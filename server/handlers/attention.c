@@ -224,7 +224,7 @@ static int parse_bias(const struct srv_pctx *pc, struct attn_req *rq,
   rq->bias.num_heads = Hq;
   if (srv_bias_parse_method(&bc, rq->bias_obj, &rq->bias, err) != 0)
     return -1;
-  tabs[0] = srv_ptab_bias_methods[method];
+  tabs[0] = srv_bias_method_params((enum ab_bias_method)method);
   srv_params_unknown(&bc, rq->bias_obj, tabs, 1, known);
   rq->ap.bias = &rq->bias;
   return 0;

@@ -32,16 +32,25 @@ struct bias_holder {
  * (struct bias_holder). */
 #define METHOD(f) offsetof(struct bias_holder, f)
 
+/* The selector's choices, by enum ab_bias_method (the terminator last). */
 static const struct srv_choice bias_methods[] = {
-    {"none", AB_BIAS_NONE, "zeros (with the causal mask if asked)"},
-    {"alibi", AB_BIAS_ALIBI, "ALiBi: -m_h * |p_q - j| (Press et al.)"},
-    {"t5", AB_BIAS_T5,
-     "T5 relative buckets looked up in a [num_buckets, num_heads] table"},
-    {"fire", AB_BIAS_FIRE,
-     "FIRE: an MLP of the log-normalised distance (Li et al.)"},
-    {"kerple", AB_BIAS_KERPLE,
-     "Kerple: -r1*ln(1 + r2*|i-j|) or -r1*|i-j|^r2 (Chi et al.)"},
-    {NULL, 0, NULL}};
+    [AB_BIAS_NONE] = {"none", AB_BIAS_NONE,
+                      "zeros (with the causal mask if asked)"},
+    [AB_BIAS_ALIBI] = {"alibi", AB_BIAS_ALIBI,
+                       "ALiBi: -m_h * |p_q - j| (Press et al.)"},
+    [AB_BIAS_T5] = {"t5", AB_BIAS_T5,
+                    "T5 relative buckets looked up in a [num_buckets, "
+                    "num_heads] table"},
+    [AB_BIAS_FIRE] = {"fire", AB_BIAS_FIRE,
+                      "FIRE: an MLP of the log-normalised distance (Li et "
+                      "al.)"},
+    [AB_BIAS_KERPLE] = {"kerple", AB_BIAS_KERPLE,
+                        "Kerple: -r1*ln(1 + r2*|i-j|) or -r1*|i-j|^r2 (Chi "
+                        "et al.)"},
+    [AB_BIAS_METHOD_LAST_] = {NULL, 0, NULL}};
+_Static_assert(sizeof bias_methods / sizeof bias_methods[0] ==
+                   AB_BIAS_METHOD_LAST_ + 1,
+               "one choice per bias method");
 
 /* The selector, used in the /v1/bias table and on its own by attention. */
 #define BIAS_METHOD_PARAM                                                      \
@@ -135,15 +144,6 @@ static const struct srv_ptable btab_fire =
     SRV_PTABLE("fire", "FIRE functional interpolation", bm_fire);
 static const struct srv_ptable btab_kerple =
     SRV_PTABLE("kerple", "Kerple kernelized relative positions", bm_kerple);
-
-/* Indexed by enum ab_bias_method. */
-const struct srv_ptable *const srv_ptab_bias_methods[] = {
-    &btab_none, &btab_alibi, &btab_t5, &btab_fire, &btab_kerple};
-const int srv_ptab_bias_nmethods =
-    (int)(sizeof srv_ptab_bias_methods / sizeof srv_ptab_bias_methods[0]);
-_Static_assert(sizeof srv_ptab_bias_methods / sizeof srv_ptab_bias_methods[0] ==
-                   AB_BIAS_METHOD_LAST_,
-               "one table per bias method");
 
 /* ==== /v1/bias request fields =========================================== */
 
@@ -293,53 +293,109 @@ static int fire_layers(const struct srv_pctx *pc, struct bias_holder *h,
   return 0;
 }
 
+/* ==== the families ===================================================== */
+
+/* After the table's members are parsed into h: per-head lists go to the
+ * library in double (it rounds ALiBi's slopes for its float32 table and
+ * keeps Kerple's), the T5 table and the FIRE layers are attached. */
+static int alibi_finish(const struct srv_pctx *pc, struct bias_holder *h,
+                        const struct srv_pbind *b, struct srv_err *err)
+{
+  (void)b;
+  if (h->slopes.data &&
+      srv_params_list(pc, "slopes", &h->slopes, h->p.num_heads, "num_heads",
+                      &h->p.slopes_f64, err) != 0)
+    return -1;
+  return 0;
+}
+
+static int t5_finish(const struct srv_pctx *pc, struct bias_holder *h,
+                     const struct srv_pbind *b, struct srv_err *err)
+{
+  (void)pc;
+  (void)err;
+  /* No table: buckets alone, HF's 32 of them unless told (the library
+   * refuses bias values without the table, naming it). */
+  if (h->table.data)
+    h->p.table = &h->table;
+  else if (!srv_pbind_seen(b, "relative_attention_num_buckets"))
+    h->p.num_buckets = 32;
+  return 0;
+}
+
+static int fire_finish(const struct srv_pctx *pc, struct bias_holder *h,
+                       const struct srv_pbind *b, struct srv_err *err)
+{
+  (void)b;
+  return fire_layers(pc, h, err);
+}
+
+static int kerple_finish(const struct srv_pctx *pc, struct bias_holder *h,
+                         const struct srv_pbind *b, struct srv_err *err)
+{
+  const int64_t H = h->p.num_heads;
+
+  (void)b;
+  if (srv_params_list(pc, "r1", &h->r1, H, "num_heads", &h->p.r1_f64,
+                      err) != 0 ||
+      srv_params_list(pc, "r2", &h->r2, H, "num_heads", &h->p.r2_f64, err) != 0)
+    return -1;
+  return 0;
+}
+
+/* One bias family as the server reads it. */
+struct bias_family {
+  const struct srv_ptable *params; /* its members of the bias object */
+  /* Turns the parsed members into library parameters; NULL: nothing to
+   * do.  -1 with err. */
+  int (*finish)(const struct srv_pctx *pc, struct bias_holder *h,
+                const struct srv_pbind *b, struct srv_err *err);
+  double cell_flops; /* rough cost of one table cell, for --max-gflop */
+  int buckets;       /* return ["buckets"] is allowed */
+};
+
+/* Indexed by enum ab_bias_method; the size check fails when the enum grows
+ * without this list (tests/server/test-params.c checks every entry's
+ * name against the library's). */
+static const struct bias_family bias_families[] = {
+    [AB_BIAS_NONE] = {.params = &btab_none, .cell_flops = 2},
+    [AB_BIAS_ALIBI] = {.params = &btab_alibi, .finish = alibi_finish,
+                       .cell_flops = 2},
+    [AB_BIAS_T5] = {.params = &btab_t5, .finish = t5_finish, .cell_flops = 4,
+                    .buckets = 1},
+    [AB_BIAS_FIRE] = {.params = &btab_fire, .finish = fire_finish,
+                      .cell_flops = 10},
+    [AB_BIAS_KERPLE] = {.params = &btab_kerple, .finish = kerple_finish,
+                        .cell_flops = 30},
+};
+_Static_assert(sizeof bias_families / sizeof bias_families[0] ==
+                   AB_BIAS_METHOD_LAST_,
+               "one entry per bias method");
+
+const struct srv_ptable *srv_bias_method_params(enum ab_bias_method m)
+{
+  if ((int)m < 0 || m >= AB_BIAS_METHOD_LAST_)
+    return NULL;
+  return bias_families[m].params;
+}
+
 int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
                           struct ab_bias_params *p, struct srv_err *err)
 {
+  const struct bias_family *f = &bias_families[p->method];
   struct bias_holder *h;
   struct srv_pbind b;
   enum ab_status st;
-  int64_t H = p->num_heads;
 
   h = srv_arena_calloc(&pc->c->arena, 1, sizeof *h);
   if (!h)
     return srv_fail(err, 500, NULL, "out of memory");
   h->p = *p;
-  b = (struct srv_pbind){srv_ptab_bias_methods[p->method], h, 0};
+  b = (struct srv_pbind){f->params, h, 0};
   if (srv_params_parse(pc, obj, &b, err) != 0)
     return -1;
-
-  /* Per-head lists go to the library in double; it rounds ALiBi's slopes
-   * for its float32 table and keeps Kerple's. */
-  switch (p->method) {
-  case AB_BIAS_ALIBI:
-    if (h->slopes.data &&
-        srv_params_list(pc, "slopes", &h->slopes, H, "num_heads",
-                        &h->p.slopes_f64, err) != 0)
-      return -1;
-    break;
-  case AB_BIAS_T5:
-    /* No table: buckets alone, HF's 32 of them unless told (the library
-     * refuses bias values without the table, naming it). */
-    if (h->table.data)
-      h->p.table = &h->table;
-    else if (!srv_pbind_seen(&b, "relative_attention_num_buckets"))
-      h->p.num_buckets = 32;
-    break;
-  case AB_BIAS_FIRE:
-    if (fire_layers(pc, h, err) != 0)
-      return -1;
-    break;
-  case AB_BIAS_KERPLE:
-    if (srv_params_list(pc, "r1", &h->r1, H, "num_heads", &h->p.r1_f64,
-                        err) != 0 ||
-        srv_params_list(pc, "r2", &h->r2, H, "num_heads", &h->p.r2_f64,
-                        err) != 0)
-      return -1;
-    break;
-  default:
-    break;
-  }
+  if (f->finish && f->finish(pc, h, &b, err) != 0)
+    return -1;
   st = ab_bias_check(&h->p);
   if (st != AB_STATUS_OK)
     return srv_fail_lib(err, st, pc->ptr, NULL);
@@ -348,17 +404,6 @@ int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
 }
 
 /* ==== the handler ======================================================= */
-
-/* Rough cost of one table cell, for the --max-gflop budget. */
-static double cell_flops(enum ab_bias_method m)
-{
-  switch (m) {
-  case AB_BIAS_KERPLE: return 30;
-  case AB_BIAS_FIRE: return 10;
-  case AB_BIAS_T5: return 4;
-  default: return 2;
-  }
-}
 
 int srv_h_bias(struct srv_call *c, struct srv_err *err)
 {
@@ -399,12 +444,12 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
   if (srv_bias_parse_method(&pc, c->params, &rq->p, err) != 0)
     return -1;
   tabs[0] = &srv_ptab_bias_common;
-  tabs[1] = srv_ptab_bias_methods[method];
+  tabs[1] = bias_families[method].params;
   tabs[2] = &srv_ptab_output;
   srv_params_unknown(&pc, c->params, tabs, 3, NULL);
   srv_params_unused_bin(&pc);
 
-  if ((rq->ret & RET_BUCKETS) && method != AB_BIAS_T5)
+  if ((rq->ret & RET_BUCKETS) && !bias_families[method].buckets)
     return srv_fail(err, 400, "/return",
                     "buckets exist only for method t5, not %s",
                     ab_bias_method_name((enum ab_bias_method)method));
@@ -425,7 +470,7 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
     out_bytes += srv_codec_png_bound(rq->pic.n);
   if (srv_check_budget(c, out_bytes,
                        cells * (double)rq->num_heads *
-                           cell_flops((enum ab_bias_method)method),
+                           bias_families[method].cell_flops,
                        err) != 0)
     return -1;
 

@@ -107,8 +107,8 @@ static int is_native(const char *route, const char *key)
     t[n++] = &srv_ptab_attention;
   } else if (strcmp(route, "bias") == 0) {
     t[n++] = &srv_ptab_bias_common;
-    for (i = 0; i < srv_ptab_bias_nmethods && n < 12; i++)
-      t[n++] = srv_ptab_bias_methods[i];
+    for (i = 0; i < AB_BIAS_METHOD_LAST_ && n < 12; i++)
+      t[n++] = srv_bias_method_params((enum ab_bias_method)i);
   } else if (strcmp(route, "encodings") == 0) {
     t[n++] = &srv_ptab_enc_common;
     for (i = 0; i < srv_ptab_enc_nmethods && n < 12; i++)

@@ -99,8 +99,9 @@ static json_t *catalog(void)
   json_object_set_new(o, "parameters",
                       list_without(&srv_ptab_bias_common, NULL));
   a = json_array();
-  for (i = 0; i < srv_ptab_bias_nmethods; i++)
-    json_array_append_new(a, entry(srv_ptab_bias_methods[i]));
+  for (i = 0; i < AB_BIAS_METHOD_LAST_; i++)
+    json_array_append_new(
+        a, entry(srv_bias_method_params((enum ab_bias_method)i)));
   json_object_set_new(o, "methods", a);
   json_object_set_new(root, "bias", o);
 

@@ -225,11 +225,11 @@ extern const struct srv_ptable srv_ptab_rope_scaling;
 extern const struct srv_ptable *const srv_ptab_rope_types[];
 extern const int srv_ptab_rope_ntypes;
 
-/* Bias (bias.c): the /v1/bias request fields (geometry, return, head) and
- * one table per method (index = enum ab_bias_method). */
+/* Bias (bias.c): the /v1/bias request fields (geometry, return, head), and
+ * the members of method m's bias object (NULL when m is not a method; the
+ * methods are 0 .. AB_BIAS_METHOD_LAST_ - 1). */
 extern const struct srv_ptable srv_ptab_bias_common;
-extern const struct srv_ptable *const srv_ptab_bias_methods[];
-extern const int srv_ptab_bias_nmethods;
+const struct srv_ptable *srv_bias_method_params(enum ab_bias_method m);
 
 /* Attention (attention.c). */
 extern const struct srv_ptable srv_ptab_attention;
@@ -277,7 +277,7 @@ int64_t srv_positions_count(const json_t *j);
  * method and num_heads the caller has set (p initialised with
  * ab_bias_params_init).  Per-head arrays, the T5 table and the FIRE layers
  * are read into the arena; the result is validated with ab_bias_check.  The
- * caller reports unknown members (srv_ptab_bias_methods[method]).  -1 with
+ * caller reports unknown members (srv_bias_method_params).  -1 with
  * err. */
 int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
                           struct ab_bias_params *p, struct srv_err *err);

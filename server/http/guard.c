@@ -39,8 +39,13 @@
  * Only at libmicrohttpd's stop does it shut sockets down in both
  * directions, after which lingering is moot anyway.
  *
- * The registry (every connection libmicrohttpd holds, from the notify
- * callback) and the hand-over list are under one mutex; the thread checks
+ * The registry holds every connection from its accept (accept.c: a
+ * record is made before the socket is handed to libmicrohttpd, and waits
+ * in `pending` until libmicrohttpd's notify-connection callback takes it
+ * up, srv_guard_open) to the close (srv_guard_close).  Its count is the
+ * one --max-connections applies to (srv_guard_room), and the drain asks it
+ * which connections still wait for an answer (srv_guard_awaited).  The
+ * registry and the hand-over list are under one mutex; the thread checks
  * the deadlines every `tick` and cuts with shutdown(SHUT_RDWR) while
  * holding that mutex, so the descriptor cannot be closed and reused under
  * it: libmicrohttpd closes only after srv_guard_close took it out.  The
@@ -60,20 +65,31 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+/* What a connection is doing: the states of the metrics (http.h). */
 enum phase {
-  PHASE_HEADERS, /* waiting for a request's headers */
-  PHASE_BODY,    /* receiving a body */
-  PHASE_BUSY     /* computing or answering: libmicrohttpd's timeout */
+  PHASE_HEADERS = SRV_CONN_HEADERS, /* a request's headers are coming (or,
+                                     * on a new connection, its first
+                                     * request) */
+  PHASE_IDLE = SRV_CONN_IDLE,       /* kept alive after an answer, no next
+                                     * request seen */
+  PHASE_BODY = SRV_CONN_BODY,       /* receiving a body */
+  PHASE_BUSY = SRV_CONN_BUSY        /* computing or answering:
+                                     * libmicrohttpd's timeout */
 };
 
 struct srv_conn {
   struct srv_conn *prev, *next; /* registry, hand-over or lingering list */
   int fd;
+  int pending;               /* accepted, not yet taken up by
+                              * libmicrohttpd (under the lock) */
+  ino_t ino;                 /* pending: the socket's inode, to tell it
+                              * from a later one with the same number */
   _Atomic int phase;
-  _Atomic uint64_t since;    /* HEADERS: due header_ns after it; BODY: its
-                              * headers' time */
+  _Atomic uint64_t since;    /* HEADERS, IDLE: due header_ns after it;
+                              * BODY: its headers' time */
   _Atomic uint64_t received; /* BODY: bytes so far */
   _Atomic int cut;           /* 0, or 1 + the srv_reject it was cut for */
   _Atomic int linger;        /* answered with a body still coming */
@@ -84,7 +100,10 @@ struct srv_conn {
 
 static struct {
   pthread_mutex_t lock;
+  struct srv_conn pending; /* registry: accepted, libmicrohttpd's soon */
   struct srv_conn conns;   /* registry: libmicrohttpd's connections */
+  int nconns;              /* in pending and conns */
+  int room_fd;             /* written to when one closes, or -1 */
   struct srv_conn handed;  /* to linger, not yet taken by the thread */
   struct srv_conn linger;  /* lingering, oldest first (thread only) */
   int nlinger;             /* in `linger` (thread only) */
@@ -95,7 +114,12 @@ static struct {
   _Atomic int stop;
   uint64_t header_ns, grace_ns, tick_ns, linger_ns, linger_bytes;
   double rate; /* bytes per ns */
-} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1};
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       /* Empty from the start: the metrics read the registry whether or
+        * not the server runs (the unit tests render them without one). */
+       .pending = {.prev = &g.pending, .next = &g.pending},
+       .conns = {.prev = &g.conns, .next = &g.conns},
+       .room_fd = -1, .epfd = -1, .wakefd = -1};
 
 /* How much one lingering socket may send per round before the others get
  * their turn (the epoll set is level-triggered: the rest comes next). */
@@ -151,10 +175,126 @@ static void list_splice(struct srv_conn *dst, struct srv_conn *src)
  * libmicrohttpd's side
  * --------------------------------------------------------------------- */
 
+/* Under g.lock: c leaves the registry (pending or not); a wait for room
+ * ends. */
+static void registry_remove(struct srv_conn *c)
+{
+  list_remove(c);
+  c->pending = 0;
+  g.nconns--;
+  if (g.room_fd >= 0) {
+    uint64_t one = 1;
+    ssize_t w = write(g.room_fd, &one, sizeof one);
+
+    (void)w;
+    g.room_fd = -1;
+  }
+}
+
+/* Under g.lock: 1 when the pending record c still names the socket that
+ * was accepted -- libmicrohttpd drops a connection it failed to set up
+ * (out of memory) without a callback, and its number may have been given
+ * to another descriptor since. */
+static int pending_alive(const struct srv_conn *c)
+{
+  struct stat st;
+
+  return fstat(c->fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+         st.st_ino == c->ino;
+}
+
+int srv_guard_room(int max, int wakefd)
+{
+  int room;
+
+  pthread_mutex_lock(&g.lock);
+  room = g.nconns < max;
+  if (!room)
+    g.room_fd = wakefd;
+  pthread_mutex_unlock(&g.lock);
+  return room;
+}
+
+void srv_guard_states(int n[SRV_CONN_STATES_])
+{
+  struct srv_conn *c;
+  int i;
+
+  for (i = 0; i < SRV_CONN_STATES_; i++)
+    n[i] = 0;
+  pthread_mutex_lock(&g.lock);
+  for (c = g.pending.next; c != &g.pending; c = c->next)
+    n[PHASE_HEADERS]++;
+  for (c = g.conns.next; c != &g.conns; c = c->next)
+    n[atomic_load(&c->phase)]++;
+  pthread_mutex_unlock(&g.lock);
+}
+
+void srv_guard_room_cancel(void)
+{
+  pthread_mutex_lock(&g.lock);
+  g.room_fd = -1;
+  pthread_mutex_unlock(&g.lock);
+}
+
+struct srv_conn *srv_guard_accepted(int fd)
+{
+  struct srv_conn *c = calloc(1, sizeof *c), *p;
+  struct stat st;
+
+  if (!c || fstat(fd, &st) != 0) {
+    free(c);
+    return NULL;
+  }
+  c->fd = fd;
+  c->pending = 1;
+  c->ino = st.st_ino;
+  /* The header deadline counts from the accept. */
+  atomic_init(&c->since, srv_now_ns());
+  atomic_init(&c->phase, PHASE_HEADERS);
+  pthread_mutex_lock(&g.lock);
+  /* A pending record with this number is one libmicrohttpd dropped
+   * unannounced: the kernel reuses a number only once it is closed. */
+  for (p = g.pending.next; p != &g.pending; p = p->next)
+    if (p->fd == fd) {
+      registry_remove(p);
+      free(p);
+      break;
+    }
+  list_append(&g.pending, c);
+  g.nconns++;
+  pthread_mutex_unlock(&g.lock);
+  return c;
+}
+
+void srv_guard_refused(struct srv_conn *c)
+{
+  if (!c)
+    return;
+  pthread_mutex_lock(&g.lock);
+  registry_remove(c);
+  pthread_mutex_unlock(&g.lock);
+  free(c);
+}
+
 struct srv_conn *srv_guard_open(int fd)
 {
-  struct srv_conn *c = calloc(1, sizeof *c);
+  struct srv_conn *c;
 
+  pthread_mutex_lock(&g.lock);
+  for (c = g.pending.next; c != &g.pending; c = c->next)
+    if (c->fd == fd)
+      break;
+  if (c != &g.pending) {
+    list_remove(c);
+    c->pending = 0;
+    list_append(&g.conns, c);
+    pthread_mutex_unlock(&g.lock);
+    return c;
+  }
+  pthread_mutex_unlock(&g.lock);
+  /* Not found: forgotten as dropped, then taken up after all. */
+  c = calloc(1, sizeof *c);
   if (!c) {
     /* Unguarded, a connection could hold its slot for ever: have
      * libmicrohttpd drop it instead (its first read sees the end). */
@@ -166,6 +306,7 @@ struct srv_conn *srv_guard_open(int fd)
   atomic_init(&c->phase, PHASE_HEADERS);
   pthread_mutex_lock(&g.lock);
   list_append(&g.conns, c);
+  g.nconns++;
   pthread_mutex_unlock(&g.lock);
   return c;
 }
@@ -188,7 +329,7 @@ void srv_guard_close(struct srv_conn *c)
   if (!c)
     return;
   pthread_mutex_lock(&g.lock);
-  list_remove(c);
+  registry_remove(c);
   if (atomic_load(&c->linger) && g.running && !atomic_load(&g.stop)) {
     /* libmicrohttpd closes c->fd when we return: our dup keeps the
      * socket (see the top of the file). */
@@ -219,7 +360,15 @@ void srv_guard_headers_after(struct srv_conn *c, double idle_s)
   if (!c)
     return;
   atomic_store(&c->since, srv_now_ns() + ns_of(idle_s));
-  atomic_store(&c->phase, PHASE_HEADERS);
+  atomic_store(&c->phase, PHASE_IDLE);
+}
+
+void srv_guard_begun(struct srv_conn *c)
+{
+  /* The deadline stays: counted from the accept, or from the last answer
+   * on a kept-alive connection. */
+  if (c)
+    atomic_store(&c->phase, PHASE_HEADERS);
 }
 
 void srv_guard_body(struct srv_conn *c)
@@ -259,6 +408,49 @@ int srv_guard_lingering(void)
   return atomic_load(&g.lingering);
 }
 
+/* The drain's question.  Waited for: a connection not yet taken up by
+ * libmicrohttpd; one that has had no request yet (a client connects to
+ * send one: it gets its 503, or is cut at its header deadline); one whose
+ * next request has begun (its request line is in) or whose bytes wait
+ * unread in the socket.  Not waited for: one with a request in progress
+ * (mhd.c counts those), one cut, and one kept alive with nothing sent
+ * since its last answer -- libmicrohttpd closes those when it stops.  A
+ * client that has closed its end is not waited for either: its read side
+ * is shut so that libmicrohttpd, whose edge-triggered epoll may have
+ * missed that end (see notice_peer_eof in mhd.c), sees it and closes. */
+int srv_guard_awaited(void)
+{
+  struct srv_conn *c, *next;
+  int n = 0;
+
+  pthread_mutex_lock(&g.lock);
+  for (c = g.pending.next; c != &g.pending; c = next) {
+    next = c->next;
+    if (pending_alive(c)) {
+      n++;
+    } else {
+      registry_remove(c);
+      free(c);
+    }
+  }
+  for (c = g.conns.next; c != &g.conns; c = c->next) {
+    int phase = atomic_load(&c->phase);
+    ssize_t r;
+    char ch;
+
+    if (atomic_load(&c->cut) || phase == PHASE_BODY || phase == PHASE_BUSY)
+      continue;
+    r = recv(c->fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0)
+      shutdown(c->fd, SHUT_RD);
+    else if (r > 0 || (phase == PHASE_HEADERS && (errno == EAGAIN ||
+                                                  errno == EWOULDBLOCK)))
+      n++;
+  }
+  pthread_mutex_unlock(&g.lock);
+  return n;
+}
+
 /* ---------------------------------------------------------------------
  * The thread: deadlines
  * --------------------------------------------------------------------- */
@@ -275,17 +467,29 @@ static void cut(struct srv_conn *c, enum srv_reject why)
 
 static void check_deadlines(uint64_t now)
 {
-  struct srv_conn *c;
+  struct srv_conn *c, *next;
   int headers = 0;
 
   pthread_mutex_lock(&g.lock);
+  /* A connection libmicrohttpd has not taken up by its header deadline
+   * is looked at: forgotten if it dropped it (see pending_alive), else it
+   * is only late, and its deadline runs on once libmicrohttpd has it. */
+  for (c = g.pending.next; c != &g.pending; c = next) {
+    uint64_t since = atomic_load(&c->since);
+
+    next = c->next;
+    if (now > since && now - since > g.header_ns && !pending_alive(c)) {
+      registry_remove(c);
+      free(c);
+    }
+  }
   for (c = g.conns.next; c != &g.conns; c = c->next) {
     int phase = atomic_load(&c->phase);
     uint64_t since = atomic_load(&c->since);
 
     if (atomic_load(&c->cut))
       continue;
-    if (phase == PHASE_HEADERS && now > since &&
+    if ((phase == PHASE_HEADERS || phase == PHASE_IDLE) && now > since &&
         now - since > g.header_ns) {
       cut(c, SRV_REJECT_HEADER_TIMEOUT);
       headers++;
@@ -427,7 +631,10 @@ int srv_guard_start(void)
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
   double shortest = srv_cfg.header_timeout_s;
 
+  list_init(&g.pending);
   list_init(&g.conns);
+  g.nconns = 0;
+  g.room_fd = -1;
   list_init(&g.handed);
   list_init(&g.linger);
   g.nlinger = 0;
@@ -481,11 +688,18 @@ void srv_guard_stop(void)
   linger_take(srv_now_ns());
   while (!list_empty(&g.linger))
     linger_end(g.linger.next, -1);
+  while (!list_empty(&g.pending)) {
+    c = g.pending.next;
+    list_remove(c);
+    free(c);
+  }
   while (!list_empty(&g.conns)) {
     c = g.conns.next;
     list_remove(c);
     free(c);
   }
+  g.nconns = 0;
+  g.room_fd = -1;
   if (g.epfd >= 0)
     close(g.epfd);
   if (g.wakefd >= 0)

@@ -14,7 +14,13 @@
 
 /* ---- mhd.c: gauges ---------------------------------------------------- */
 int srv_http_inflight(void);    /* requests begun and not yet completed */
+/* Connections whose request the drain waits for though it has not begun
+ * (see srv_guard_awaited). */
+int srv_http_awaited(void);
 int srv_http_queue_depth(void); /* admitted and not finished */
+/* Open connections (accepted, not closed) by what they are doing (enum
+ * srv_conn_state, metrics/metrics.h). */
+void srv_http_connections(int n[SRV_CONN_STATES_]);
 int srv_http_lingering(void);   /* answered, their refused body drained */
 /* The metrics with this server's gauges (GET /metrics, through
  * srv_probe). */
@@ -32,8 +38,21 @@ struct srv_conn;
 
 int srv_guard_start(void); /* before the daemon: 0, or -1 (logged) */
 void srv_guard_stop(void); /* after it: closes what still lingers */
-/* A connection accepted on fd: its headers are due from now.  NULL when
- * out of memory (fd is then shut down: libmicrohttpd drops it). */
+/* The registry counts every connection from its accept to its close.
+ * srv_guard_room: 1 when fewer than max are open; else 0, and wakefd
+ * (an eventfd, or -1) is written to once one closes, until
+ * srv_guard_room_cancel. */
+int srv_guard_room(int max, int wakefd);
+void srv_guard_room_cancel(void);
+void srv_guard_states(int n[SRV_CONN_STATES_]); /* connections open */
+/* accept.c took a connection on fd, about to be handed to libmicrohttpd:
+ * its headers are due from now.  NULL when out of memory. */
+struct srv_conn *srv_guard_accepted(int fd);
+/* libmicrohttpd refused it (and closed fd). */
+void srv_guard_refused(struct srv_conn *c);
+/* libmicrohttpd took up the connection on fd (its notify-connection
+ * callback): its record, NULL when out of memory (fd is then shut down:
+ * libmicrohttpd drops it). */
 struct srv_conn *srv_guard_open(int fd);
 /* libmicrohttpd is about to close c's descriptor: c lingers if
  * srv_guard_linger was called, else it is freed. */
@@ -44,6 +63,11 @@ void srv_guard_headers_after(struct srv_conn *c, double idle_s);
 void srv_guard_body(struct srv_conn *c);  /* a body begins now */
 void srv_guard_body_bytes(struct srv_conn *c, size_t n);
 void srv_guard_busy(struct srv_conn *c);  /* no deadline of ours */
+/* A request's line is in, its headers may still come. */
+void srv_guard_begun(struct srv_conn *c);
+/* At the drain: how many connections are still to be answered although
+ * no request of theirs has reached the access handler (see guard.c). */
+int srv_guard_awaited(void);
 /* The connection is answered with its body unread: linger at close. */
 void srv_guard_linger(struct srv_conn *c);
 /* The srv_reject c was cut for, or -1. */
@@ -90,6 +114,22 @@ void srv_tls_daemon_options(struct MHD_OptionItem *items);
  * HTTPS is off. */
 void *srv_tls_conn_acquire(void);
 void srv_tls_conn_release(void *set);
+
+/* ---- accept.c: the listening socket and the accepting thread -------- */
+
+struct MHD_Daemon;
+
+/* Bind and listen on host:port (port 0: any free one, told in *bound).
+ * Returns the non-blocking listening fd, or -1 with the reason in msg. */
+int srv_listen_tcp(const char *host, int port, int *bound, char *msg,
+                   size_t cap);
+/* Accept on lfd (non-blocking, listening; ours from now on, closed by
+ * srv_accept_stop even when this fails) and hand each connection to
+ * daemon, which runs with MHD_USE_NO_LISTEN_SOCKET.  0, or -1 (logged). */
+int srv_accept_start(int lfd, struct MHD_Daemon *daemon);
+/* Stop accepting: the thread ends, the connections the kernel has queued
+ * are handed over, the socket is closed.  Later calls do nothing. */
+void srv_accept_stop(void);
 
 /* ---- unix.c: the Unix-domain socket (--unix-socket) ---------------- */
 

@@ -19,15 +19,12 @@
 #include <microhttpd.h>
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -100,19 +97,22 @@ static _Atomic int g_inflight; /* requests begun, not completed */
 static _Atomic int g_queue;    /* admitted, not finished */
 static size_t g_max_body;      /* bytes */
 
-static int adopted_open(void);
-int srv_http_inflight(void) { return atomic_load(&g_inflight) + adopted_open(); }
+int srv_http_inflight(void) { return atomic_load(&g_inflight); }
+int srv_http_awaited(void) { return srv_guard_awaited(); }
 int srv_http_queue_depth(void) { return atomic_load(&g_queue); }
+void srv_http_connections(int n[SRV_CONN_STATES_]) { srv_guard_states(n); }
 int srv_http_lingering(void) { return srv_guard_lingering(); }
 int srv_http_draining(void) { return atomic_load(&g_draining); }
 
 int srv_http_metrics(struct srv_buf *out)
 {
   struct srv_gauges g = {srv_http_inflight(), srv_http_queue_depth(),
-                         srv_http_lingering()};
+                         srv_http_lingering(), {0}};
 
+  srv_http_connections(g.conns);
   return srv_metrics_render(out, &g);
 }
+
 int srv_http_port(void) { return g_port; }
 
 /* ---------------------------------------------------------------------
@@ -1023,7 +1023,18 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   req_release(rq);
 }
 
-/* libmicrohttpd accepted a connection, or is about to close its socket
+/* libmicrohttpd has a request's line (its headers may still come): from
+ * now on the drain waits for it (srv_guard_awaited). */
+static void *on_request_line(void *cls, const char *uri,
+                             struct MHD_Connection *conn)
+{
+  (void)cls;
+  (void)uri;
+  srv_guard_begun(conn_guard(conn));
+  return NULL; /* on_headers makes the request's record */
+}
+
+/* libmicrohttpd took up a connection, or is about to close its socket
  * (its TLS session already freed): its record in guard.c (the socket
  * context) follows it, carrying the certificate set tls.c gave it. */
 static void on_connection(void *cls, struct MHD_Connection *conn,
@@ -1053,12 +1064,6 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
   size_t n;
 
   (void)cls;
-  /* A connection refused at accept for --max-connections-per-ip has no
-   * callback of its own: this line of libmicrohttpd 0.9.75 is the only
-   * trace.  (Its global limit, the same words, is never reached here: in
-   * epoll mode it stops accepting at the limit instead.) */
-  if (strncmp(fmt, "Server reached connection limit", 31) == 0)
-    srv_metrics_reject(SRV_REJECT_PER_IP_LIMIT);
   vsnprintf(msg, sizeof msg, fmt, ap);
   n = strlen(msg);
   while (n && msg[n - 1] == '\n')
@@ -1072,41 +1077,26 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 
 int srv_http_start(void)
 {
-  struct addrinfo hints, *ai = NULL;
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-                   MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-  const union MHD_DaemonInfo *info;
-  char port[16], shown[300];
+                   MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                   MHD_USE_NO_LISTEN_SOCKET;
+  char msg[512], shown[300];
   unsigned timeout, threads;
   struct MHD_OptionItem pool[2] = {{MHD_OPTION_END, 0, NULL},
                                    {MHD_OPTION_END, 0, NULL}};
-  struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL},
-                                    {MHD_OPTION_END, 0, NULL}};
   struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}};
-  int rc, lfd = -1;
+  int lfd;
 
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  snprintf(port, sizeof port, "%d", srv_cfg.port);
-  if (srv_cfg.unix_socket[0]) {
-    char msg[512];
-
+  /* The listening socket is ours (accept.c says why). */
+  if (srv_cfg.unix_socket[0])
     lfd = srv_unix_listen(srv_cfg.unix_socket, srv_cfg.unix_socket_mode,
                           SOMAXCONN, msg, sizeof msg);
-    if (lfd < 0) {
-      srv_log("%s", msg);
-      return -1;
-    }
-  } else {
-    rc = getaddrinfo(srv_cfg.host, port, &hints, &ai);
-    if (rc != 0 || !ai) {
-      srv_log("cannot resolve --host %s: %s", srv_cfg.host, gai_strerror(rc));
-      return -1;
-    }
-    if (ai->ai_family == AF_INET6)
-      flags |= MHD_USE_IPv6;
+  else
+    lfd = srv_listen_tcp(srv_cfg.host, srv_cfg.port, &g_port, msg,
+                         sizeof msg);
+  if (lfd < 0) {
+    srv_log("%s", msg);
+    return -1;
   }
 
   g_max_body = srv_cfg.max_body_mb * 1048576.0 >= (double)(SIZE_MAX / 2)
@@ -1119,17 +1109,8 @@ int srv_http_start(void)
   if ((double)timeout < srv_cfg.timeout_s)
     timeout++;
   threads = (unsigned)(srv_cfg.http_threads > 0 ? srv_cfg.http_threads : 1);
-  /* Each polling thread gets max_connections / threads connections. */
   if (threads > (unsigned)srv_cfg.max_connections)
     threads = (unsigned)srv_cfg.max_connections;
-
-  /* A Unix socket is handed over bound and listening (MHD closes it at
-   * stop); else MHD binds the address itself.  The array form carries
-   * either kind of value with its own type. */
-  if (lfd >= 0)
-    where[0] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, lfd, NULL};
-  else
-    where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr};
 
   /* HTTPS: libmicrohttpd's own TLS, the certificate from http/tls.c. */
   if (srv_tls_enabled()) {
@@ -1143,50 +1124,52 @@ int srv_http_start(void)
                                       (intptr_t)threads, NULL};
 
   if (srv_guard_start() != 0) {
-    if (ai)
-      freeaddrinfo(ai);
-    if (lfd >= 0) {
-      close(lfd);
-      srv_unix_remove();
-    }
+    close(lfd);
+    srv_unix_remove();
     return -1;
   }
+  /* MHD splits its connection limit evenly over the pool: each polling
+   * thread may then hold all --max-connections, which accept.c keeps, so
+   * that none ever reaches its own (see accept.c).  Two more each: the
+   * registry lets a connection go in the notify-connection callback, a
+   * moment before its thread takes it off its own count, so a thread may
+   * still count one closing connection when the next one reaches it. */
   g_daemon = MHD_start_daemon(
-      flags, (uint16_t)srv_cfg.port, NULL, NULL, on_request, NULL,
+      flags, 0, NULL, NULL, on_request, NULL,
       /* First, so that MHD's messages about the other options use it. */
       MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
-      MHD_OPTION_ARRAY, where,
       MHD_OPTION_ARRAY, pool,
       MHD_OPTION_ARRAY, tls,
       MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv_cfg.max_connections,
+      MHD_OPTION_CONNECTION_LIMIT,
+      ((unsigned)srv_cfg.max_connections + 2) * threads,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, SRV_MHD_CONN_MEMORY,
+      MHD_OPTION_URI_LOG_CALLBACK, on_request_line, NULL,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
       MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       (unsigned)srv_cfg.max_connections_per_ip,
       MHD_OPTION_END);
-  if (ai)
-    freeaddrinfo(ai);
   if (!g_daemon) {
+    srv_log("cannot start libmicrohttpd");
     srv_guard_stop();
-    if (lfd >= 0) {
-      srv_log("cannot serve on --unix-socket %s", srv_cfg.unix_socket);
-      close(lfd);
-      srv_unix_remove();
-    } else {
-      srv_log("cannot listen on %s:%d", srv_cfg.host, srv_cfg.port);
-    }
+    close(lfd);
+    srv_unix_remove();
     return -1;
   }
-  if (lfd >= 0) {
+  if (srv_accept_start(lfd, g_daemon) != 0) {
+    MHD_stop_daemon(g_daemon);
+    g_daemon = NULL;
+    srv_guard_stop();
+    srv_unix_remove();
+    return -1;
+  }
+  if (srv_cfg.unix_socket[0]) {
     g_port = 0;
     printf("%s listening on unix:%s\n", SRV_NAME, srv_cfg.unix_socket);
     fflush(stdout);
     return 0;
   }
-  info = MHD_get_daemon_info(g_daemon, MHD_DAEMON_INFO_BIND_PORT);
-  g_port = info ? info->port : srv_cfg.port;
   snprintf(shown, sizeof shown, strchr(srv_cfg.host, ':') ? "[%s]" : "%s",
            srv_cfg.host);
   printf("%s listening on %s://%s:%d\n", SRV_NAME,
@@ -1195,80 +1178,14 @@ int srv_http_start(void)
   return 0;
 }
 
-/* Connections the kernel had completed but MHD had not yet accepted when
- * it stopped listening.  Closing the socket would reset them, and a client
- * that has sent its request on one (a load balancer's new connection to
- * this replica) could not tell whether it was received: a large body
- * cannot be resent.  So they are handed to MHD, and answered as every new
- * request during the drain is (503, Connection: close).  What arrives
- * between the last accept and the close is refused by the kernel.
- *
- * MHD takes them in on its own threads a moment later, so until MHD closes
- * one (after its answer) it counts as a request in flight: the drain would
- * otherwise end before their requests begin, and close them unanswered.
- * Each is known by its descriptor and socket inode (a descriptor number
- * may be reused once MHD has closed it). */
-#define ADOPTED_MAX 256
-static struct {
-  int fd;
-  ino_t ino;
-} g_adopted[ADOPTED_MAX];
-static _Atomic int g_nadopted; /* entries of g_adopted, set once */
-
-static int adopted_open(void)
-{
-  int i, n = atomic_load(&g_nadopted), open = 0;
-  struct stat st;
-
-  for (i = 0; i < n; i++)
-    if (fstat(g_adopted[i].fd, &st) == 0 && st.st_ino == g_adopted[i].ino)
-      open++;
-  return open;
-}
-
-static void adopt_backlog(MHD_socket fd)
-{
-  int fl = fcntl(fd, F_GETFL), n = 0;
-
-  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
-    return;
-  for (;;) {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    struct stat st;
-    int c = accept4(fd, (struct sockaddr *)&ss, &len,
-                    SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-    if (c < 0 && errno == EINTR)
-      continue;
-    if (c < 0)
-      break; /* EAGAIN: the queue is empty */
-    if (n < ADOPTED_MAX && fstat(c, &st) == 0) {
-      g_adopted[n].fd = c;
-      g_adopted[n++].ino = st.st_ino;
-    }
-    /* On failure MHD closes the socket itself. */
-    MHD_add_connection(g_daemon, c, (struct sockaddr *)&ss, len);
-  }
-  atomic_store(&g_nadopted, n);
-  if (n)
-    srv_log("drain: %d connection(s) queued in the kernel taken in, to be "
-            "answered", n);
-}
-
 void srv_http_drain(void)
 {
-  MHD_socket fd;
-
   if (!g_daemon || atomic_exchange(&g_draining, 1))
     return;
-  /* Stop accepting: the listening socket is ours to close after quiesce;
-   * new connections are then refused by the kernel. */
-  fd = MHD_quiesce_daemon(g_daemon);
-  if (fd != MHD_INVALID_SOCKET) {
-    adopt_backlog(fd);
-    close(fd);
-  }
+  /* From here every new request is refused (503); then no new connection
+   * is taken, those the kernel has queued are, and the socket closes: new
+   * clients are refused by the kernel. */
+  srv_accept_stop();
   /* A Unix socket's path goes with it: new clients get ENOENT at once. */
   srv_unix_remove();
 }
@@ -1277,6 +1194,7 @@ void srv_http_stop(void)
 {
   if (!g_daemon)
     return;
+  srv_accept_stop(); /* (stopped already if the server drained) */
   /* No connection is suspended here: main stops the pool first, and the
    * pool resumes every connection it holds before it stops. */
   MHD_stop_daemon(g_daemon);

@@ -157,7 +157,7 @@ int srv_unix_listen(const char *path, int mode, int backlog, char *msg,
     return -1;
   if (clear_stale(path, msg, cap) != 0)
     goto fail;
-  /* Non-blocking: every polling thread of MHD's pool accepts on it. */
+  /* Non-blocking: accept.c accepts on it until the queue is empty. */
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     snprintf(msg, cap, "--unix-socket %s: socket: %s", path, strerror(errno));

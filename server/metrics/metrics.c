@@ -37,6 +37,10 @@ static const char *const g_reject_label[] = {
 #undef SRV_X_
 };
 
+/* attnbias_open_connections{state}, in the order of enum srv_conn_state. */
+static const char *const conn_state_label[SRV_CONN_STATES_] = {
+    "headers", "idle", "body", "busy"};
+
 #define ADD(var, v) atomic_fetch_add_explicit(&(var), (v), memory_order_relaxed)
 #define GET(var) atomic_load_explicit(&(var), memory_order_relaxed)
 
@@ -182,6 +186,15 @@ int srv_metrics_render(struct srv_buf *out, const struct srv_gauges *g)
                        "attnbias_memory_kept_bytes %zu\n",
                        g->inflight, g->queue_depth, srv_work_busy(),
                        g->lingering, srv_mem_kept());
+  rc |= srv_buf_printf(out,
+                       "# HELP attnbias_open_connections Connections "
+                       "accepted and not closed, by state (limit "
+                       "--max-connections; more wait in the kernel's "
+                       "queue).\n"
+                       "# TYPE attnbias_open_connections gauge\n");
+  for (i = 0; i < SRV_CONN_STATES_; i++)
+    rc |= srv_buf_printf(out, "attnbias_open_connections{state=\"%s\"} %d\n",
+                         conn_state_label[i], g->conns[i]);
   rc |= srv_buf_printf(out,
                        "# HELP attnbias_bytes_received_total Request body "
                        "bytes received.\n"

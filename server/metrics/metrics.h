@@ -43,11 +43,22 @@ void srv_metrics_request(int route, int status, double seconds,
 void srv_metrics_kernel(int route, double kernel_seconds);
 void srv_metrics_reject(enum srv_reject why);
 
+/* Open connections (accepted, not closed) by what they are doing. */
+enum srv_conn_state {
+  SRV_CONN_HEADERS, /* a request's headers are coming (a new connection:
+                     * its first request) */
+  SRV_CONN_IDLE,    /* kept alive after an answer, nothing sent since */
+  SRV_CONN_BODY,    /* a request's body is coming */
+  SRV_CONN_BUSY,    /* a request is computed or answered */
+  SRV_CONN_STATES_
+};
+
 /* The gauges the renderer is given by the server that owns them. */
 struct srv_gauges {
   int inflight;    /* requests begun and not yet completed */
   int queue_depth; /* admitted and not finished */
   int lingering;   /* answered, their refused body drained */
+  int conns[SRV_CONN_STATES_]; /* open connections by state */
 };
 
 /* Prometheus text exposition (format 0.0.4) of the counters and g into

@@ -6,6 +6,9 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,6 +164,19 @@ size_t srv_mem_kept(void)
   n = g_kept_bytes;
   pthread_mutex_unlock(&g_mem_lock);
   return n;
+}
+
+/* glibc keeps what its heaps freed: after a load of large requests its
+ * mmap threshold has grown (it follows the largest block freed, up to
+ * 32 MiB), so bodies and outputs came from the heaps, and a server back
+ * to idle stays at the RSS of its busiest moment.  malloc_trim(0) walks
+ * every arena and gives the free pages back (madvise), the middle of a
+ * heap included. */
+void srv_mem_release(void)
+{
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
 }
 
 void srv_buf_init(struct srv_buf *b, size_t max)

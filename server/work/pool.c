@@ -14,7 +14,8 @@
  *     thread reports bytes with srv_work_gate_advance, which may append the
  *     task to g_poked and wake the loop to queue its items again;
  *   - a timer on the loop thread returns idle blocks of util/buf.c's cache
- *     of large buffers (srv_mem_trim).
+ *     of large buffers (srv_mem_trim), and once the server has gone idle
+ *     after work, the C library's free heap pages (srv_mem_release).
  * Lock order: g_lock is a leaf (nothing else is locked while holding it).
  * A task's fields other than the atomics are written by the loop thread
  * before uv_queue_work and read by workers after it; libuv's queue mutex
@@ -83,6 +84,7 @@ static int g_closed;                            /* under g_lock */
 static _Atomic int g_cancel;
 static _Atomic int g_gate_stop; /* stopping: gated calls end */
 static _Atomic int g_busy; /* calls submitted whose done has not run */
+static _Atomic uint64_t g_submitted; /* calls submitted so far */
 
 /* Scratch for one work item: 64-byte aligned as ab_job_run wants. */
 static void *scratch_alloc(size_t n)
@@ -480,8 +482,24 @@ static void wake_cb(uv_async_t *h)
  * idle server does not hold a large request's memory for long. */
 static void trim_cb(uv_timer_t *t)
 {
+  /* The count of calls at the previous tick, and at the last release
+   * (loop thread only). */
+  static uint64_t seen, released;
+  uint64_t now = atomic_load(&g_submitted);
+
   (void)t;
   srv_mem_trim(TRIM_IDLE_S);
+  /* Idle: no call for a whole period, none running, the cache of large
+   * blocks emptied; after work since the last release, which is what
+   * left free pages in the heaps.  Once per idle spell: a busy server
+   * reuses those pages, and handing them back would cost it the page
+   * faults the cache exists to avoid. */
+  if (now == seen && now != released && atomic_load(&g_busy) == 0 &&
+      srv_mem_kept() == 0) {
+    srv_mem_release();
+    released = now;
+  }
+  seen = now;
 }
 
 static void loop_main(void *arg)
@@ -591,6 +609,7 @@ int srv_work_submit_full(struct srv_call *c, srv_work_complete_fn complete,
     g_pending = t;
   g_pending_tail = t;
   atomic_fetch_add(&g_busy, 1);
+  atomic_fetch_add_explicit(&g_submitted, 1, memory_order_relaxed);
   /* Sent under the lock so that srv_work_stop cannot close the handle
    * between the check of g_stopping and this call. */
   uv_async_send(&g_wake);

@@ -459,6 +459,16 @@ def read_until_closed(sock):
     return out
 
 
+def expect_closed(sock, timeout):
+    """The peer closes sock without sending another byte (a reset is a
+    close too: the server may have had unread bytes of ours)."""
+    sock.settimeout(timeout)
+    try:
+        assert sock.recv(100) == b""
+    except ConnectionResetError:
+        pass
+
+
 def read_response(sock, timeout=10.0):
     """Read one Content-Length-framed HTTP response from a raw socket (for
     tests that speak HTTP by hand) -> (status, headers with lower-case names,

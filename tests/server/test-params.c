@@ -330,8 +330,9 @@ TEST(params_defaults_are_the_librarys)
   for (i = 0; i < srv_ptab_rope_ntypes; i++)
     CHECK(defaults_agree(srv_ptab_rope_types[i], &cfg, sizeof cfg.p));
   ab_bias_params_init(&bp);
-  for (i = 0; i < srv_ptab_bias_nmethods; i++)
-    CHECK(defaults_agree(srv_ptab_bias_methods[i], &bp, sizeof bp));
+  for (i = 0; i < AB_BIAS_METHOD_LAST_; i++)
+    CHECK(defaults_agree(srv_bias_method_params((enum ab_bias_method)i), &bp,
+                         sizeof bp));
   ab_encoding_params_init(&ep);
   for (i = 0; i < srv_ptab_enc_nmethods; i++)
     CHECK(defaults_agree(srv_ptab_enc_methods[i], &ep, sizeof ep));
@@ -354,12 +355,19 @@ TEST(params_tables_name_every_method)
   CHECK(sel != NULL);
   for (ch = sel->choices; ch->name; ch++)
     CHECK_EQ_I64(ch->value, ab_rope_type_parse(ch->name));
-  CHECK_EQ_I64(srv_ptab_bias_nmethods, AB_BIAS_METHOD_LAST_);
-  for (i = 0; i < srv_ptab_bias_nmethods; i++)
-    CHECK_STR(srv_ptab_bias_methods[i]->name,
+  /* Every bias method has its parameter table and its choice of "method",
+   * under the library's name, and nothing else is a choice. */
+  for (i = 0; i < AB_BIAS_METHOD_LAST_; i++) {
+    const struct srv_ptable *t = srv_bias_method_params((enum ab_bias_method)i);
+    CHECK(t != NULL);
+    CHECK_STR(t->name, ab_bias_method_name((enum ab_bias_method)i));
+    CHECK_STR(srv_param_bias_method.choices[i].name,
               ab_bias_method_name((enum ab_bias_method)i));
+  }
+  CHECK(srv_bias_method_params(AB_BIAS_METHOD_LAST_) == NULL);
   for (ch = srv_param_bias_method.choices; ch->name; ch++)
     CHECK_EQ_I64(ch->value, ab_bias_method_parse(ch->name));
+  CHECK_EQ_I64(ch - srv_param_bias_method.choices, AB_BIAS_METHOD_LAST_);
   /* The parser's presence bits cover 64 parameters per table. */
   CHECK(srv_ptab_rope_config.n <= 64 && srv_ptab_rope_request.n <= 64);
   CHECK(srv_ptab_bias_common.n <= 64 && srv_ptab_attention.n <= 64);
@@ -922,9 +930,9 @@ TEST(params_positions_are_codec_node_keys)
     if (srv_ptab_rope_types[i])
       tabs[n++] = srv_ptab_rope_types[i];
   tabs[n++] = &srv_ptab_bias_common;
-  for (i = 0; i < srv_ptab_bias_nmethods; i++)
-    if (srv_ptab_bias_methods[i])
-      tabs[n++] = srv_ptab_bias_methods[i];
+  for (i = 0; i < AB_BIAS_METHOD_LAST_; i++)
+    if (srv_bias_method_params((enum ab_bias_method)i))
+      tabs[n++] = srv_bias_method_params((enum ab_bias_method)i);
   tabs[n++] = &srv_ptab_attention;
   CHECK(n <= 64);
   for (i = 0; i < n; i++)

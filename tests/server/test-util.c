@@ -560,6 +560,9 @@ TEST(metrics_text_format)
   CHECK(strstr(b.data, "# TYPE attnbias_queue_depth gauge\n"));
   CHECK(strstr(b.data, "# TYPE attnbias_pool_calls gauge\n"));
   CHECK(strstr(b.data, "\nattnbias_pool_calls 0\n")); /* no pool here */
+  /* No server runs here: no connection in any state. */
+  CHECK(strstr(b.data, "attnbias_open_connections{state=\"headers\"} 0\n"));
+  CHECK(strstr(b.data, "attnbias_open_connections{state=\"busy\"} 0\n"));
   /* Every sample line's metric has a TYPE line. */
   {
     char *save = NULL, *copy = strdup(b.data), *ln;

@@ -4,7 +4,7 @@
  * resolved row form attention uses; jobs; the table-writer kernels of
  * every ISA this CPU runs against the reference. */
 #include "attnbias.h"
-#include "bias-internal.h"
+#include "bias/family.h"
 #include "kernels/kernels.h"
 #include "test-util.h"
 #include "test.h"
@@ -1732,5 +1732,31 @@ TEST(bias_table_allocation_failures)
     test_alloc_remove();
     CHECK(k >= 2);
   }
+  return 0;
+}
+
+/* The family table (lib/src/bias/families.def) against the public names:
+ * every enumerator has its family, at its own index, with the operations
+ * every family must have (the compiler checks only the table's size). */
+TEST(bias_families_table)
+{
+  int n = 0;
+
+#define AB_BIAS_FAMILY(e, f)                                                   \
+  do {                                                                         \
+    const struct ab__bias_family *fam = &ab__bias_##f;                         \
+    CHECK_STR(fam->name, #f);                                                  \
+    CHECK_STR(ab_bias_method_name(e), #f);                                     \
+    CHECK_EQ_I64(ab_bias_method_parse(#f), e);                                 \
+    CHECK(fam->check != NULL && fam->span != NULL);                            \
+    CHECK((fam->resolve == NULL) == (fam->release == NULL));                   \
+    CHECK(!fam->buckets || fam->prepare != NULL);                              \
+    n++;                                                                       \
+  } while (0);
+#include "bias/families.def"
+#undef AB_BIAS_FAMILY
+  CHECK_EQ_I64(n, AB_BIAS_METHOD_LAST_);
+  CHECK_STR(ab_bias_method_name(AB_BIAS_METHOD_LAST_), "unknown");
+  CHECK_EQ_I64(ab_bias_method_parse("sandwich"), -1);
   return 0;
 }

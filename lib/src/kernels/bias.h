@@ -1,4 +1,5 @@
-/* bias.h: kernel slots of the bias-table family (owned by lib/src/bias.c). */
+/* bias.h: kernel slots of the bias tables (owned by lib/src/bias.c and the
+ * families of lib/src/bias/). */
 #ifndef AB_KERNELS_BIAS_H
 #define AB_KERNELS_BIAS_H
 
