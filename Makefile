@@ -82,11 +82,12 @@ $(DEPS_STAMP): docker/packages-build.txt docker/packages-runtime.txt
 # ---- npm: test tools pinned by committed lockfiles ---------------------------
 # Each directory of NPM_DIRS is an npm project of tests (tests/clients: the
 # OpenAPI linters and TypeScript client generators; tests/k8s: the
-# Kubernetes schema validator).  `make test` runs `npm ci` in one when its
+# Kubernetes schema validator; tests/browser: puppeteer-core, which drives
+# Debian's chromium through the explorer page).  `make test` runs `npm ci` in one when its
 # node_modules is missing or its lockfile changed (the stamp is the lockfile
 # as installed), offline thereafter.  Without npm, root on Debian installs
 # Debian's nodejs and npm first; otherwise the build stops and says so.
-NPM_DIRS   = tests/clients tests/k8s
+NPM_DIRS   = tests/clients tests/k8s tests/browser
 NPM_STAMPS = $(NPM_DIRS:%=%/node_modules/.package-lock.attnbias)
 npm-deps: $(NPM_STAMPS)
 %/node_modules/.package-lock.attnbias: %/package.json %/package-lock.json | $(DEPS_STAMP)
@@ -117,6 +118,7 @@ $(BUILD)/server/%.o: server/%.c | $(DEPS_STAMP)
 # The OpenAPI document is embedded in the binary (.incbin in health.c, path
 # relative to this directory); -MMD cannot see that dependency.
 $(BUILD)/server/handlers/health.o: api/openapi.yaml
+$(BUILD)/server/handlers/page.o: web/index.html web/explorer.js web/explorer.css
 # Likewise the model presets (.incbin in presets.c, listed in presets.def).
 $(BUILD)/server/handlers/presets.o: $(wildcard models/*.json)
 
@@ -154,8 +156,24 @@ $(STESTS): $(STEST_OBJ) $(SRV_LIB_OBJ) $(LIB_A)
 run: $(DEPS_STAMP) $(SERVER)
 	$(SERVER) --host 127.0.0.1 --port 8080
 
-test: $(DEPS_STAMP) npm-deps all $(TESTS) $(if $(SUNIT),$(STESTS)) $(SOAK_BIN)
+# The explorer page's test (tests/browser/test_explorer.py) drives Debian's
+# chromium with puppeteer-core (tests/browser); as root it is installed when
+# missing.
+CHROMIUM_STAMP = $(BUILD)/.chromium-ok
+
+test: $(DEPS_STAMP) npm-deps $(CHROMIUM_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS)) $(SOAK_BIN)
 	@tests/run-all.sh $(BUILD) $(PYTHON)
+
+$(CHROMIUM_STAMP): | $(DEPS_STAMP)
+	@test -x /usr/bin/chromium || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing: chromium"; \
+	    (apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium || \
+	     (apt-get -o DPkg::Lock::Timeout=600 update -q && \
+	      apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium)) \
+	      >$(BUILD)/apt-chromium.log 2>&1 || { cat $(BUILD)/apt-chromium.log; exit 1; }; \
+	  else echo "chromium is missing (apt-get install chromium)"; exit 1; fi
+	@touch $@
 
 test-unit: $(TESTS)
 	$(TESTS)

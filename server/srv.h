@@ -170,15 +170,19 @@ struct srv_named_tensor {
   struct ab_tensor t; /* data points into the body (zero copy) or arena */
 };
 
-#define SRV_MAX_OUTPUTS 8
+#define SRV_MAX_OUTPUTS 32
 #define SRV_MAX_JOBS 8
 
 /* A named output: a float32 (or int32) contiguous tensor in the arena, or a
- * scalar.  The codec converts float outputs to c->out_dtype on encode. */
+ * scalar -- a number, or with `json` set a JSON value (compact text in the
+ * arena) that JSON answers carry as it is and safetensors answers as a
+ * string in __metadata__.  The codec converts float outputs to
+ * c->out_dtype on encode. */
 struct srv_output {
   const char *name;
   int is_scalar;
   double scalar;
+  const char *json;
   struct ab_tensor t;
 };
 
@@ -239,6 +243,10 @@ struct srv_call {
    * these in prepare or finish; the codec then leaves them alone. */
   struct srv_buf custom;
   const char *custom_type;
+  /* Extra response headers of a handler's own answer (the explorer page's
+   * Content-Security-Policy): name/value pairs of static strings. */
+  const char *const (*custom_headers)[2];
+  int ncustom_headers;
   /* Unknown request fields (X-Attnbias-Ignored; a 400 under Prefer:
    * handling=strict). */
   struct srv_ignored ignored;
@@ -304,8 +312,10 @@ enum srv_route_flags {
   SRV_ROUTE_PUBLIC = 1,  /* no API key needed (health, metrics, openapi) */
   SRV_ROUTE_BODY = 2,    /* takes a request body (POST) */
   SRV_ROUTE_PNG = 4,     /* may answer image/png (Accept negotiation) */
-  SRV_ROUTE_EARLY = 8    /* may start computing while a safetensors body
+  SRV_ROUTE_EARLY = 8,   /* may start computing while a safetensors body
                           * arrives (its handler honours c->body_avail) */
+  SRV_ROUTE_FINISH = 16  /* its finish runs for every answer, not only
+                          * image/png: it completes the outputs */
 };
 
 struct srv_route {
@@ -453,6 +463,41 @@ double srv_codec_png_bound(int n);
 int srv_codec_png_heatmap(const struct srv_heatmap *hm, struct srv_buf *out,
                           struct srv_err *err);
 
+/* A line plot (codec/plot.c): series of (x, y) points against two titled
+ * axes, linear or log10, a legend, and labelled reference lines.  Points
+ * that cannot be drawn (NaN, infinities, <= 0 on a log axis) break their
+ * line. */
+enum srv_plot_style {
+  SRV_PLOT_LINE = 0,
+  SRV_PLOT_DASHED = 1,
+  SRV_PLOT_STEPS = 2,  /* across to the next x, then up or down */
+  SRV_PLOT_MARKERS = 3 /* a dot per point, joined by a thin line */
+};
+struct srv_plot_series {
+  const char *label;
+  const double *x; /* NULL: 0, 1, 2, ... */
+  const double *y;
+  int64_t n;
+  int style;       /* enum srv_plot_style */
+};
+struct srv_plot_mark {
+  int vertical;    /* 1: at an x value; 0: at a y value */
+  double at;
+  const char *label;
+};
+struct srv_plot {
+  const char *title, *xlabel, *ylabel;
+  int xlog, ylog;
+  const struct srv_plot_series *series;
+  int nseries;     /* >= 1; the legend shows as many as fit */
+  const struct srv_plot_mark *marks;
+  int nmarks;
+};
+/* Draw p as a PNG and append its bytes to out: 400 without a series, 413
+ * when out's ceiling is too low, 500 when memory runs out. */
+int srv_codec_png_plot(const struct srv_plot *p, struct srv_buf *out,
+                       struct srv_err *err);
+
 /* ======================================================================
  * handlers/: one file per route, plus the parameter tables
  * ====================================================================== */
@@ -469,6 +514,10 @@ void *srv_output_tensor(struct srv_call *c, const char *name,
                         struct srv_err *err);
 int srv_output_scalar(struct srv_call *c, const char *name, double v,
                       struct srv_err *err);
+/* Declare a JSON-valued output (an object or list of settings, names):
+ * v is serialised into the arena now (the caller keeps its reference). */
+int srv_output_json(struct srv_call *c, const char *name, const json_t *v,
+                    struct srv_err *err);
 /* Budgets (srv_cfg): output bytes and estimated flops, before allocating. */
 int srv_check_budget(struct srv_call *c, double out_bytes, double flops,
                      struct srv_err *err);

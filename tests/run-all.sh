@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run-all.sh: runs every test suite (library unit tests, server unit tests,
-# HTTP tests), keeps going after a failing suite, and ends with one line
+# HTTP tests, the TypeScript clients, the explorer page in a browser), keeps
+# going after a failing suite, and ends with one line
 # "total: N passed, N failed".  Exit status 1 if any suite failed.
 # Usage: tests/run-all.sh BUILD_DIR PYTHON
 set -u
@@ -55,6 +56,11 @@ fi
 if [ -x "$build/attnbiasd" ] && [ -f tests/clients/test_clients.py ]; then
   run_suite clients "$python" tests/http/run.py --server "$build/attnbiasd" \
     --test-timeout 600 tests/clients/test_clients.py
+fi
+# The explorer page in headless Chromium (once: it tests the page).
+if [ -x "$build/attnbiasd" ] && [ -f tests/browser/test_explorer.py ]; then
+  run_suite browser "$python" tests/http/run.py --server "$build/attnbiasd" \
+    --test-timeout 900 tests/browser/test_explorer.py
 fi
 echo "total: $passed passed, $failed failed"
 exit $status

@@ -534,6 +534,86 @@ AB_API enum ab_status ab_bias_table_job(const struct ab_bias_params *p,
                                         ab_job_t **job);
 
 /* ------------------------------------------------------------------------
+ * Analysis (docs/methods.md#analysis): what a position encoding does at a
+ * length, from its parameters alone, in double.
+ * ------------------------------------------------------------------------ */
+
+/* Where a RoPE pair's frequency sits between kept as trained and divided by
+ * the whole scaling factor. */
+enum ab_rope_band {
+  AB_ROPE_BAND_KEPT = 0,        /* unchanged: the pair extrapolates */
+  AB_ROPE_BAND_RAMP = 1,        /* in between */
+  AB_ROPE_BAND_INTERPOLATED = 2 /* divided by the whole factor */
+};
+
+/* One frequency of a RoPE configuration, before and after its scaling. */
+struct ab_rope_pair {
+  double inv_freq_original; /* rope_theta^(-2k/rotary_dim) (vision2d:
+                               -2k/(rotary_dim/2)): no scaling applied */
+  double inv_freq;          /* as ab_rope_inv_freq gives it at seq_len */
+  double scale;             /* inv_freq / inv_freq_original */
+  double ramp;              /* the method's own blend weight, 0 (kept) to 1
+                               (interpolated): YaRN's ramp, Llama 3's
+                               1 - smooth, NTK's exponent share 2k/(r-2);
+                               LongRoPE's ln(ext_k)/ln(factor) may leave
+                               [0, 1] */
+  int band;                 /* enum ab_rope_band */
+};
+
+/* The resolved scaling of a RoPE configuration at a length. */
+struct ab_rope_scaling_info {
+  int64_t rotary_dim, n_freq;
+  double rope_theta;       /* the base in use: NTK's and dynamic NTK's
+                              adjusted one, else rope_theta */
+  double factor;           /* resolved factor (1 where the type has none);
+                              dynamic NTK: the effective factor at seq_len */
+  double attention_factor; /* multiplies cos and sin */
+  int64_t original_max_position_embeddings; /* the length the type scales
+                              from (0 when it uses none) */
+  double yarn_low, yarn_high; /* YaRN's correction range in pair indices
+                                 (NaN for the other types) */
+};
+
+/* Per-pair frequencies before and after scaling, with the factor, blend
+ * weight and band of each (pairs [n_freq], may be NULL), and the resolved
+ * scaling (info, may be NULL), at the current length seq_len (dynamic,
+ * longrope).  The same formulas as ab_rope_inv_freq.  Allocates nothing. */
+AB_API enum ab_status ab_rope_pairs(const struct ab_rope_params *p,
+                                    int64_t seq_len,
+                                    struct ab_rope_pair *pairs,
+                                    struct ab_rope_scaling_info *info);
+
+/* RoPE's long-term decay (RoFormer, Su et al. 2021, section 3.4.3) at the
+ * relative distances r[0..n): with the P = n_freq frequencies theta_k and
+ * S_j = sum_{k<j} exp(i r theta_k),
+ *   bound[t]    = (1/P) sum_{j=1..P} |S_j|       (RoFormer's figure 2)
+ *   mean_cos[t] = (1/P) sum_k cos(r theta_k)     (q.k of q = k a random
+ *                                                 unit vector, expected)
+ * in double.  Distances may be any finite reals; either output may be
+ * NULL, not both.  Allocates nothing. */
+AB_API enum ab_status ab_rope_decay(const double *inv_freq, int64_t n_freq,
+                                    const double *r, int64_t n,
+                                    double *bound, double *mean_cos);
+/* The same as a job of distance blocks.  Validates everything first;
+ * allocates the job; borrows every array until ab_job_free. */
+AB_API enum ab_status ab_rope_decay_job(const double *inv_freq,
+                                        int64_t n_freq, const double *r,
+                                        int64_t n, double *bound,
+                                        double *mean_cos, ab_job_t **job);
+
+/* Where T5's buckets begin: first[b], for each bucket b of one direction
+ * (b < num_buckets/2 when bidirectional, else < num_buckets), is the
+ * smallest distance n = |key - query| whose bucket is b (keys after the
+ * query of a bidirectional table use bucket b + num_buckets/2 at the same
+ * distances), or -1 when the rounding skips bucket b.  Every distance from
+ * first[last] on shares the last bucket: there T5 stops telling distances
+ * apart.  Parameters as ab_t5_check.  Allocates nothing. */
+AB_API enum ab_status ab_t5_bucket_starts(int64_t num_buckets,
+                                          int bidirectional,
+                                          int64_t max_distance,
+                                          int64_t *first);
+
+/* ------------------------------------------------------------------------
  * Attention (docs/methods.md#attention).
  *
  * scores = scale * q.k^T -> softcap c*tanh(s/c) -> + position bias

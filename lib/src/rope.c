@@ -93,7 +93,9 @@ struct rope_plan {
   int n_axes;     /* position rows per token */
   int interleaved;
   double theta;     /* base, after the NTK / dynamic adjustment */
+  double theta0;    /* rope_theta as given: the unscaled frequencies' base */
   double factor;    /* resolved scaling factor (1 where unused) */
+  double ntk_alpha; /* ntk, dynamic: theta = theta0 * alpha^(r/(r-2)) */
   double attention; /* attention factor: multiplies cos and sin */
   int64_t orig;     /* original context length (dynamic, yarn, llama3,
                        longrope) */
@@ -415,6 +417,8 @@ static enum ab_status plan_check(const struct ab_rope_params *p,
     return ab__fail(AB_STATUS_INVALID_ARG, "rope_theta",
                     "rope_theta %g must be a positive number", p->rope_theta);
   pl->theta = p->rope_theta;
+  pl->theta0 = p->rope_theta;
+  pl->ntk_alpha = 1.0;
   if ((st = check_sections(p, pl)) != AB_STATUS_OK)
     return st;
   if (p->original_max_position_embeddings < 0)
@@ -448,6 +452,7 @@ static enum ab_status plan_check(const struct ab_rope_params *p,
     }
     if (p->rope_type == AB_ROPE_NTK) {
       /* base' = base * factor^(d/(d-2)) */
+      pl->ntk_alpha = pl->factor;
       pl->theta = p->rope_theta * pow(pl->factor, dd / (dd - 2.0));
     } else {
       pl->orig = orig_len(p);
@@ -519,7 +524,8 @@ static enum ab_status plan_for_len(struct rope_plan *pl, int64_t seq_len)
      * original, so short sequences keep the original base. */
     double d = (double)pl->rotary_dim, f = pl->factor;
     double len = (double)(seq_len > pl->orig ? seq_len : pl->orig);
-    pl->theta *= pow(f * len / (double)pl->orig - (f - 1.0), d / (d - 2.0));
+    pl->ntk_alpha = f * len / (double)pl->orig - (f - 1.0);
+    pl->theta *= pow(pl->ntk_alpha, d / (d - 2.0));
   } else {
     /* Long factors only beyond the original length: seq_len == original
      * still uses the short ones. */
@@ -554,41 +560,89 @@ static enum ab_status plan_init(const struct ab_rope_params *p,
 
 /* ==== frequencies ======================================================= */
 
-/* inv_freq of frequency index f (< n_freq), in double. */
-static double inv_freq_at(const struct rope_plan *pl, int64_t f)
+/* Pair f's frequency without scaling: theta0^(-2f/span). */
+static double inv_freq_original(const struct rope_plan *pl, int64_t f)
 {
   /* vision2d spreads the exponent over rotary_dim/2 (one axis' share). */
   double span = (double)(pl->type == AB_ROPE_VISION2D ? pl->rotary_dim / 2
                                                       : pl->rotary_dim);
-  double inv = pow(pl->theta, -2.0 * (double)f / span);
+  return pow(pl->theta0, -2.0 * (double)f / span);
+}
+
+/* Band of a blend weight that is exactly 0 for kept pairs and 1 for fully
+ * interpolated ones. */
+static int band_of(double ramp)
+{
+  return ramp == 0.0   ? AB_ROPE_BAND_KEPT
+         : ramp >= 1.0 ? AB_ROPE_BAND_INTERPOLATED
+                       : AB_ROPE_BAND_RAMP;
+}
+
+/* inv_freq of frequency index f (< n_freq), in double: the one place where
+ * each scaling type's formula lives.  *ramp receives the type's blend
+ * weight between keeping the pair (0) and interpolating it fully (1)
+ * (ab_rope_pairs); may be NULL. */
+static double pair_freq(const struct rope_plan *pl, int64_t f, double *ramp)
+{
+  double span = (double)(pl->type == AB_ROPE_VISION2D ? pl->rotary_dim / 2
+                                                      : pl->rotary_dim);
+  double inv = pow(pl->theta, -2.0 * (double)f / span), w = 0.0, out = inv;
 
   switch (pl->type) {
   case AB_ROPE_LINEAR:
-    return inv / pl->factor;
+    w = 1.0;
+    out = inv / pl->factor;
+    break;
+  case AB_ROPE_NTK:
+  case AB_ROPE_DYNAMIC:
+    /* The base already holds the adjustment: inv = inv_original *
+     * alpha^(-2f/(r-2)), so pair f has moved 2f/(r-2) of the way (in
+     * log-frequency) to full interpolation by alpha. */
+    if (pl->ntk_alpha != 1.0)
+      w = 2.0 * (double)f / (span - 2.0);
+    break;
   case AB_ROPE_YARN: {
     /* Ramp 0 below `low` (keep: extrapolate), 1 above `high` (fully
      * interpolated), linear between (HF linear_ramp_factor). */
-    double ramp = ((double)f - pl->yarn_low) / (pl->yarn_high - pl->yarn_low);
-    ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
-    return inv / pl->factor * ramp + inv * (1.0 - ramp);
+    w = ((double)f - pl->yarn_low) / (pl->yarn_high - pl->yarn_low);
+    w = w < 0 ? 0 : w > 1 ? 1 : w;
+    out = inv / pl->factor * w + inv * (1.0 - w);
+    break;
   }
   case AB_ROPE_LLAMA3: {
-    double wavelen = ROPE_TWO_PI / inv, len = (double)pl->orig;
-    double smooth;
+    double wavelen = ROPE_TWO_PI / inv, len = (double)pl->orig, smooth;
     /* Exactly at either threshold the medium branch applies, as in HF
      * (~(wl < high_wl) & ~(wl > low_wl)); it is continuous there anyway. */
-    if (wavelen < len / pl->high_freq)
-      return inv;
-    if (wavelen > len / pl->low_freq)
-      return inv / pl->factor;
-    smooth = (len / wavelen - pl->low_freq) / (pl->high_freq - pl->low_freq);
-    return (1.0 - smooth) * inv / pl->factor + smooth * inv;
+    if (wavelen < len / pl->high_freq) {
+      w = 0.0;
+    } else if (wavelen > len / pl->low_freq) {
+      w = 1.0;
+      out = inv / pl->factor;
+    } else {
+      smooth = (len / wavelen - pl->low_freq) / (pl->high_freq - pl->low_freq);
+      w = 1.0 - smooth;
+      out = (1.0 - smooth) * inv / pl->factor + smooth * inv;
+    }
+    break;
   }
   case AB_ROPE_LONGROPE:
-    return inv / pl->ext[f];
-  default: /* default, ntk and dynamic (base already adjusted), xpos */
-    return inv;
+    /* A searched divisor per pair: its share of the factor, in
+     * log-frequency (1 when it divides by exactly the factor). */
+    out = inv / pl->ext[f];
+    if (pl->ext[f] != 1.0)
+      w = pl->factor > 1.0 ? log(pl->ext[f]) / log(pl->factor) : 1.0;
+    break;
+  default: /* default, vision2d, xpos */
+    break;
   }
+  if (ramp)
+    *ramp = w;
+  return out;
+}
+
+static double inv_freq_at(const struct rope_plan *pl, int64_t f)
+{
+  return pair_freq(pl, f, NULL);
 }
 
 /* Which position row drives pair j (0 = t / the only row). */
@@ -722,6 +776,38 @@ enum ab_status ab_rope_inv_freq(const struct ab_rope_params *p,
       inv_freq[f] = inv_freq_at(&pl, f);
   if (attention_scaling)
     *attention_scaling = pl.attention;
+  return AB_STATUS_OK;
+}
+
+/* ==== analysis (docs/methods.md#analysis) =============================== */
+
+enum ab_status ab_rope_pairs(const struct ab_rope_params *p, int64_t seq_len,
+                             struct ab_rope_pair *pairs,
+                             struct ab_rope_scaling_info *info)
+{
+  struct rope_plan pl;
+  enum ab_status st = plan_init(p, seq_len, &pl);
+  int64_t f;
+
+  if (st)
+    return st;
+  for (f = 0; pairs && f < pl.n_freq; f++) {
+    struct ab_rope_pair *o = &pairs[f];
+    o->inv_freq_original = inv_freq_original(&pl, f);
+    o->inv_freq = pair_freq(&pl, f, &o->ramp);
+    o->scale = o->inv_freq / o->inv_freq_original;
+    o->band = band_of(o->ramp);
+  }
+  if (info) {
+    info->rotary_dim = pl.rotary_dim;
+    info->n_freq = pl.n_freq;
+    info->rope_theta = pl.theta;
+    info->factor = pl.type == AB_ROPE_DYNAMIC ? pl.ntk_alpha : pl.factor;
+    info->attention_factor = pl.attention;
+    info->original_max_position_embeddings = pl.orig;
+    info->yarn_low = pl.type == AB_ROPE_YARN ? pl.yarn_low : NAN;
+    info->yarn_high = pl.type == AB_ROPE_YARN ? pl.yarn_high : NAN;
+  }
   return AB_STATUS_OK;
 }
 

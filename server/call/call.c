@@ -131,14 +131,15 @@ void srv_call_fail(struct srv_call *c, const struct srv_err *e)
   }
 }
 
-/* After the jobs succeeded: the route's finish for a picture, then the
- * body -- the handler's own (c->custom) or the codec's encoding of
- * c->outputs. */
+/* After the jobs succeeded: the route's finish for a picture (or for every
+ * answer of a route that completes its outputs there), then the body --
+ * the handler's own (c->custom) or the codec's encoding of c->outputs. */
 static void finish_ok(struct srv_call *c)
 {
   struct srv_err err;
 
-  if (c->route->finish && c->fmt == SRV_FMT_PNG &&
+  if (c->route->finish &&
+      (c->fmt == SRV_FMT_PNG || (c->route->flags & SRV_ROUTE_FINISH)) &&
       c->route->finish(c, &err) != 0) {
     srv_call_fail(c, &err);
     return;
@@ -445,8 +446,10 @@ int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
   int64_t np, p;
   int i, expect = 0;
 
-  /* (A route's finish runs for image/png answers only: never here.) */
+  /* A route's finish runs for image/png answers only, unless it completes
+   * the outputs (SRV_ROUTE_FINISH): then they are not final until it ran. */
   if (c->njobs != 1 || c->custom_type || c->custom.len ||
+      (c->route->flags & SRV_ROUTE_FINISH) ||
       c->out_dtype != AB_DTYPE_F32 ||
       (c->fmt != SRV_FMT_SAFETENSORS && c->fmt != SRV_FMT_NPY))
     return 0;

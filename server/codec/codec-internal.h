@@ -183,4 +183,44 @@ static inline uint64_t srv_codec__rd_le64(const unsigned char *p)
   return v;
 }
 
+/* ---- pictures (raster.c): an RGB image and what png.c and plot.c draw
+ * on it ------------------------------------------------------------------ */
+
+#define SRV_FONT_SCALE 2                  /* pixels per font dot */
+#define SRV_GLYPH_W (6 * SRV_FONT_SCALE)  /* 5 columns + 1 of spacing */
+#define SRV_GLYPH_H (7 * SRV_FONT_SCALE)
+
+struct srv_image {
+  unsigned char *px; /* RGB, row-major, malloc'd */
+  int w, h;
+};
+extern const unsigned char srv_codec__ink[3];   /* black */
+extern const unsigned char srv_codec__paper[3]; /* white */
+
+/* A w x h white image; -1 when out of memory.  Free px with free(). */
+int srv_codec__image_init(struct srv_image *im, int w, int h);
+/* Rectangles are clipped to the image. */
+void srv_codec__fill_rect(struct srv_image *im, int x, int y, int w, int h,
+                          const unsigned char *rgb);
+/* An anti-aliased stroke of `width` pixels from (x0, y0) to (x1, y1),
+ * pixel coordinates (pixel (x, y) covers [x, x+1) x [y, y+1)). */
+void srv_codec__line(struct srv_image *im, double x0, double y0, double x1,
+                     double y1, double width, const unsigned char *rgb);
+/* Text in the 5x7 font, black: left to right with its top-left corner at
+ * (x, y), or (up) turned a quarter left, read bottom to top as a y axis
+ * title, the glyphs' tops facing column x and the text starting at row y.
+ * Characters the font lacks are drawn as '?'. */
+void srv_codec__text(struct srv_image *im, int x, int y, const char *s,
+                     int up);
+int srv_codec__text_w(const char *s); /* pixels, along the text */
+/* s with every byte outside printable ASCII replaced by '?', cut to fit
+ * cap (NUL-terminated). */
+void srv_codec__printable(const char *s, char *out, size_t cap);
+/* Append im as a PNG (with `title` as its Title text) to out: 0, or -1 with
+ * err 413 when out's ceiling is too low, 500 otherwise; `what` names the
+ * picture in the message ("heatmap", "plot"). */
+int srv_codec__png_write(const struct srv_image *im, const char *title,
+                         struct srv_buf *out, const char *what,
+                         struct srv_err *err);
+
 #endif /* SRV_CODEC_INTERNAL_H */

@@ -310,7 +310,11 @@ static int encode_json(struct srv_call *c, struct srv_err *err)
         srv_codec__json_str(b, name, strlen(name)) ||
         srv_buf_append(b, ":", 1))
       return out_fail(c, strlen(name) + 8, err);
-    if (o->is_scalar) {
+    if (o->json) {
+      size_t n = strlen(o->json);
+      if (srv_buf_append(b, o->json, n))
+        return out_fail(c, n, err);
+    } else if (o->is_scalar) {
       size_t n = srv_codec__fmt_f64(num, o->scalar);
       if (srv_buf_append(b, num, n))
         return out_fail(c, n, err);
@@ -342,8 +346,8 @@ static const struct srv_output *npy_output(const struct srv_call *c,
     if (c->pick && o->name && strcmp(o->name, c->pick) == 0) {
       if (o->is_scalar) {
         srv_fail(err, 406, "/output",
-                 "output \"%s\" is a scalar; .npy carries one tensor",
-                 c->pick);
+                 "output \"%s\" is a %s; .npy carries one tensor",
+                 c->pick, o->json ? "JSON value" : "scalar");
         return NULL;
       }
       return o;

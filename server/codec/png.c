@@ -14,8 +14,6 @@
 #include "codec-internal.h"
 
 #include <math.h>
-#include <png.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +24,9 @@
 #define CELL_MAX 64       /* largest pixel size of one cell */
 #define MARGIN 16
 #define GAP 28            /* between panels */
-#define FONT_SCALE 2
-#define GLYPH_W (6 * FONT_SCALE) /* 5 columns + 1 of spacing */
-#define GLYPH_H (7 * FONT_SCALE)
+#define FONT_SCALE SRV_FONT_SCALE
+#define GLYPH_W SRV_GLYPH_W
+#define GLYPH_H SRV_GLYPH_H
 #define TICK_LEN 5
 #define MAX_TICKS 8
 #define TITLE_MAX 64 /* characters of a title drawn */
@@ -51,8 +49,7 @@ static const unsigned char g_viridis[11][3] = {
 };
 static const unsigned char g_masked[3] = {128, 128, 128};
 static const unsigned char g_invalid[3] = {255, 0, 255};
-static const unsigned char g_ink[3] = {0, 0, 0};
-static const unsigned char g_paper[3] = {255, 255, 255};
+static const unsigned char *const g_ink = srv_codec__ink;
 
 static void ramp(double t, unsigned char *rgb)
 {
@@ -73,155 +70,20 @@ static void ramp(double t, unsigned char *rgb)
                                    f * (g_viridis[i + 1][k] - g_viridis[i][k]));
 }
 
-/* ======================================================================
- * a 5x7 bitmap font (drawn for this file): digits, both cases, the
- * punctuation of numbers and titles.  Lower-case letters are 5 rows high;
- * g, p, q and y keep their bowl at that height and their tail in the
- * bottom rows, so that they read as lower case within 7 rows.
- * ====================================================================== */
-
-struct glyph {
-  char ch;
-  const char *rows[7];
-};
-
-static const struct glyph g_font[] = {
-    {'0', {".###.", "#...#", "#..##", "#.#.#", "##..#", "#...#", ".###."}},
-    {'1', {"..#..", ".##..", "..#..", "..#..", "..#..", "..#..", ".###."}},
-    {'2', {".###.", "#...#", "....#", "...#.", "..#..", ".#...", "#####"}},
-    {'3', {"#####", "...#.", "..#..", "...#.", "....#", "#...#", ".###."}},
-    {'4', {"...#.", "..##.", ".#.#.", "#..#.", "#####", "...#.", "...#."}},
-    {'5', {"#####", "#....", "####.", "....#", "....#", "#...#", ".###."}},
-    {'6', {"..##.", ".#...", "#....", "####.", "#...#", "#...#", ".###."}},
-    {'7', {"#####", "....#", "...#.", "..#..", ".#...", ".#...", ".#..."}},
-    {'8', {".###.", "#...#", "#...#", ".###.", "#...#", "#...#", ".###."}},
-    {'9', {".###.", "#...#", "#...#", ".####", "....#", "...#.", ".##.."}},
-    {'A', {".###.", "#...#", "#...#", "#####", "#...#", "#...#", "#...#"}},
-    {'B', {"####.", "#...#", "#...#", "####.", "#...#", "#...#", "####."}},
-    {'C', {".###.", "#...#", "#....", "#....", "#....", "#...#", ".###."}},
-    {'D', {"###..", "#..#.", "#...#", "#...#", "#...#", "#..#.", "###.."}},
-    {'E', {"#####", "#....", "#....", "####.", "#....", "#....", "#####"}},
-    {'F', {"#####", "#....", "#....", "####.", "#....", "#....", "#...."}},
-    {'G', {".###.", "#...#", "#....", "#.###", "#...#", "#...#", ".####"}},
-    {'H', {"#...#", "#...#", "#...#", "#####", "#...#", "#...#", "#...#"}},
-    {'I', {".###.", "..#..", "..#..", "..#..", "..#..", "..#..", ".###."}},
-    {'J', {"..###", "...#.", "...#.", "...#.", "...#.", "#..#.", ".##.."}},
-    {'K', {"#...#", "#..#.", "#.#..", "##...", "#.#..", "#..#.", "#...#"}},
-    {'L', {"#....", "#....", "#....", "#....", "#....", "#....", "#####"}},
-    {'M', {"#...#", "##.##", "#.#.#", "#.#.#", "#...#", "#...#", "#...#"}},
-    {'N', {"#...#", "#...#", "##..#", "#.#.#", "#..##", "#...#", "#...#"}},
-    {'O', {".###.", "#...#", "#...#", "#...#", "#...#", "#...#", ".###."}},
-    {'P', {"####.", "#...#", "#...#", "####.", "#....", "#....", "#...."}},
-    {'Q', {".###.", "#...#", "#...#", "#...#", "#.#.#", "#..#.", ".##.#"}},
-    {'R', {"####.", "#...#", "#...#", "####.", "#.#..", "#..#.", "#...#"}},
-    {'S', {".####", "#....", "#....", ".###.", "....#", "....#", "####."}},
-    {'T', {"#####", "..#..", "..#..", "..#..", "..#..", "..#..", "..#.."}},
-    {'U', {"#...#", "#...#", "#...#", "#...#", "#...#", "#...#", ".###."}},
-    {'V', {"#...#", "#...#", "#...#", "#...#", "#...#", ".#.#.", "..#.."}},
-    {'W', {"#...#", "#...#", "#...#", "#.#.#", "#.#.#", "#.#.#", ".#.#."}},
-    {'X', {"#...#", "#...#", ".#.#.", "..#..", ".#.#.", "#...#", "#...#"}},
-    {'Y', {"#...#", "#...#", ".#.#.", "..#..", "..#..", "..#..", "..#.."}},
-    {'Z', {"#####", "....#", "...#.", "..#..", ".#...", "#....", "#####"}},
-    {'a', {".....", ".....", ".###.", "....#", ".####", "#...#", ".####"}},
-    {'b', {"#....", "#....", "####.", "#...#", "#...#", "#...#", "####."}},
-    {'c', {".....", ".....", ".###.", "#....", "#....", "#...#", ".###."}},
-    {'d', {"....#", "....#", ".####", "#...#", "#...#", "#...#", ".####"}},
-    {'e', {".....", ".....", ".###.", "#...#", "#####", "#....", ".###."}},
-    {'f', {"..##.", ".#..#", ".#...", "###..", ".#...", ".#...", ".#..."}},
-    {'g', {".....", ".....", ".####", "#...#", ".####", "....#", ".###."}},
-    {'h', {"#....", "#....", "#.##.", "##..#", "#...#", "#...#", "#...#"}},
-    {'i', {"..#..", ".....", ".##..", "..#..", "..#..", "..#..", ".###."}},
-    {'j', {"...#.", ".....", "..##.", "...#.", "...#.", "#..#.", ".##.."}},
-    {'k', {"#....", "#....", "#..#.", "#.#..", "##...", "#.#..", "#..#."}},
-    {'l', {".##..", "..#..", "..#..", "..#..", "..#..", "..#..", ".###."}},
-    {'m', {".....", ".....", "##.#.", "#.#.#", "#.#.#", "#...#", "#...#"}},
-    {'n', {".....", ".....", "#.##.", "##..#", "#...#", "#...#", "#...#"}},
-    {'o', {".....", ".....", ".###.", "#...#", "#...#", "#...#", ".###."}},
-    {'p', {".....", ".....", "####.", "#...#", "####.", "#....", "#...."}},
-    {'q', {".....", ".....", ".####", "#...#", ".####", "....#", "....#"}},
-    {'r', {".....", ".....", "#.##.", "##..#", "#....", "#....", "#...."}},
-    {'s', {".....", ".....", ".####", "#....", ".###.", "....#", "####."}},
-    {'t', {".#...", ".#...", "###..", ".#...", ".#...", ".#..#", "..##."}},
-    {'u', {".....", ".....", "#...#", "#...#", "#...#", "#..##", ".##.#"}},
-    {'v', {".....", ".....", "#...#", "#...#", "#...#", ".#.#.", "..#.."}},
-    {'w', {".....", ".....", "#...#", "#...#", "#.#.#", "#.#.#", ".#.#."}},
-    {'x', {".....", ".....", "#...#", ".#.#.", "..#..", ".#.#.", "#...#"}},
-    {'y', {".....", ".....", "#...#", "#...#", ".####", "....#", ".###."}},
-    {'z', {".....", ".....", "#####", "...#.", "..#..", ".#...", "#####"}},
-    {'-', {".....", ".....", ".....", "#####", ".....", ".....", "....."}},
-    {'+', {".....", "..#..", "..#..", "#####", "..#..", "..#..", "....."}},
-    {'.', {".....", ".....", ".....", ".....", ".....", ".##..", ".##.."}},
-    {',', {".....", ".....", ".....", ".....", ".##..", "..#..", ".#..."}},
-    {':', {".....", ".##..", ".##..", ".....", ".##..", ".##..", "....."}},
-    {'=', {".....", ".....", "#####", ".....", "#####", ".....", "....."}},
-    {'/', {".....", "....#", "...#.", "..#..", ".#...", "#....", "....."}},
-    {'_', {".....", ".....", ".....", ".....", ".....", ".....", "#####"}},
-    {'[', {".###.", ".#...", ".#...", ".#...", ".#...", ".#...", ".###."}},
-    {']', {".###.", "...#.", "...#.", "...#.", "...#.", "...#.", ".###."}},
-    {'(', {"...#.", "..#..", ".#...", ".#...", ".#...", "..#..", "...#."}},
-    {')', {".#...", "..#..", "...#.", "...#.", "...#.", "..#..", ".#..."}},
-    {'?', {".###.", "#...#", "....#", "...#.", "..#..", ".....", "..#.."}},
-};
-
-/* The glyph of ch: NULL for a space, '?' for what the font lacks. */
-static const struct glyph *find_glyph(char ch)
-{
-  size_t i;
-
-  if (ch == ' ')
-    return NULL;
-  for (i = 0; i < sizeof g_font / sizeof g_font[0]; i++)
-    if (g_font[i].ch == ch)
-      return &g_font[i];
-  return find_glyph('?');
-}
-
-struct image {
-  unsigned char *px; /* RGB, row-major */
-  int w, h;
-};
-
-static void fill_rect(struct image *im, int x0, int y0, int w, int h,
+/* The drawing of every picture is raster.c's; these keep its names short
+ * here. */
+static void fill_rect(struct srv_image *im, int x, int y, int w, int h,
                       const unsigned char *rgb)
 {
-  int x, y;
-
-  for (y = y0 < 0 ? 0 : y0; y < y0 + h && y < im->h; y++)
-    for (x = x0 < 0 ? 0 : x0; x < x0 + w && x < im->w; x++)
-      memcpy(im->px + ((size_t)y * im->w + x) * 3, rgb, 3);
+  srv_codec__fill_rect(im, x, y, w, h, rgb);
 }
 
-static int text_w(const char *s) { return (int)strlen(s) * GLYPH_W; }
+static int text_w(const char *s) { return srv_codec__text_w(s); }
 
-/* s in the font: left to right with its top-left corner at (x, y), or
- * (up) turned a quarter left, read bottom to top as a y axis title, the
- * glyphs' tops facing column x and the text starting at row y. */
-static void draw_string(struct image *im, int x, int y, const char *s, int up)
+/* Text left to right. */
+static void draw_text(struct srv_image *im, int x, int y, const char *s)
 {
-  int c, r, k;
-
-  for (c = 0; s[c]; c++) {
-    const struct glyph *g = find_glyph(s[c]);
-    if (!g)
-      continue;
-    for (r = 0; r < 7; r++)
-      for (k = 0; k < 5; k++) {
-        int along = c * GLYPH_W + k * FONT_SCALE; /* from the text's start */
-        if (g->rows[r][k] != '#')
-          continue;
-        if (up)
-          fill_rect(im, x + r * FONT_SCALE, y - along - FONT_SCALE, FONT_SCALE,
-                    FONT_SCALE, g_ink);
-        else
-          fill_rect(im, x + along, y + r * FONT_SCALE, FONT_SCALE, FONT_SCALE,
-                    g_ink);
-      }
-  }
-}
-
-static void draw_text(struct image *im, int x, int y, const char *s)
-{
-  draw_string(im, x, y, s, 0);
+  srv_codec__text(im, x, y, s, 0);
 }
 
 /* ======================================================================
@@ -280,88 +142,6 @@ static int label_chars(int64_t lo, int64_t hi)
   int la = snprintf(a, sizeof a, "%lld", (long long)lo);
   int lb = snprintf(b, sizeof b, "%lld", (long long)hi);
   return la > lb ? la : lb;
-}
-
-/* ======================================================================
- * PNG output
- * ====================================================================== */
-
-struct sink {
-  struct srv_buf *out;
-  int failed; /* the buffer refused: over its ceiling or out of memory */
-};
-
-static void write_cb(png_structp png, png_bytep data, png_size_t n)
-{
-  struct sink *s = png_get_io_ptr(png);
-
-  if (srv_buf_append(s->out, data, n)) {
-    s->failed = 1;
-    png_error(png, "response buffer full");
-  }
-}
-
-static void flush_cb(png_structp png) { (void)png; }
-
-/* libpng reports errors by longjmp; the default handler also prints to
- * stderr, which a server should not do per request. */
-static void error_cb(png_structp png, png_const_charp msg)
-{
-  (void)msg;
-  png_longjmp(png, 1);
-}
-
-static void warn_cb(png_structp png, png_const_charp msg)
-{
-  (void)png;
-  (void)msg;
-}
-
-/* Everything touched after setjmp lives here, behind a pointer that does
- * not change, so longjmp cannot leave a stale register copy. */
-struct pngjob {
-  struct image im;
-  const char *title;
-  struct sink sink;
-};
-
-static int write_png(struct pngjob *j)
-{
-  png_structp png;
-  png_infop info;
-  png_text text;
-  int y;
-
-  png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, error_cb,
-                                warn_cb);
-  if (!png)
-    return -1;
-  info = png_create_info_struct(png);
-  if (!info) {
-    png_destroy_write_struct(&png, NULL);
-    return -1;
-  }
-  if (setjmp(png_jmpbuf(png))) {
-    png_destroy_write_struct(&png, &info);
-    return -1;
-  }
-  png_set_write_fn(png, &j->sink, write_cb, flush_cb);
-  png_set_IHDR(png, info, (png_uint_32)j->im.w, (png_uint_32)j->im.h, 8,
-               PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  if (j->title && *j->title) {
-    memset(&text, 0, sizeof text);
-    text.compression = PNG_TEXT_COMPRESSION_NONE;
-    text.key = (png_charp) "Title";
-    text.text = (png_charp)j->title;
-    png_set_text(png, info, &text, 1);
-  }
-  png_write_info(png, info);
-  for (y = 0; y < j->im.h; y++)
-    png_write_row(png, j->im.px + (size_t)y * j->im.w * 3);
-  png_write_end(png, info);
-  png_destroy_write_struct(&png, &info);
-  return 0;
 }
 
 /* ======================================================================
@@ -520,7 +300,7 @@ static void plan(const struct srv_heatmap *hm, const char *title,
  * drawing
  * ====================================================================== */
 
-static void draw_panel(struct image *im, const struct layout *L,
+static void draw_panel(struct srv_image *im, const struct layout *L,
                        const struct srv_heatmap *hm, const struct pooled *p,
                        int i)
 {
@@ -567,7 +347,7 @@ static void draw_panel(struct image *im, const struct layout *L,
   }
 }
 
-static void draw_legend(struct image *im, const struct layout *L,
+static void draw_legend(struct srv_image *im, const struct layout *L,
                         const struct pooled *p, const char *hi_s,
                         const char *lo_s, int zero_masked)
 {
@@ -600,23 +380,14 @@ static void draw_legend(struct image *im, const struct layout *L,
 
 /* The axis titles: "key position" under the grid, "query position" up its
  * left side. */
-static void draw_axis_titles(struct image *im, const struct layout *L)
+static void draw_axis_titles(struct srv_image *im, const struct layout *L)
 {
   int grid_w = L->gcols * L->col_w - GAP;
 
   draw_text(im, L->grid_x + (grid_w - text_w(X_LABEL)) / 2, L->xtitle_y,
             X_LABEL);
-  draw_string(im, MARGIN, L->ytitle_mid + text_w(Y_LABEL) / 2, Y_LABEL, 1);
-}
-
-/* Printable copy of the title: ASCII the font can draw, at most TITLE_MAX. */
-static void clean_title(const char *title, char *out)
-{
-  size_t i = 0;
-
-  for (; title && *title && i < TITLE_MAX; title++)
-    out[i++] = (*title >= 32 && *title < 127) ? *title : '?';
-  out[i] = '\0';
+  srv_codec__text(im, MARGIN, L->ytitle_mid + text_w(Y_LABEL) / 2, Y_LABEL,
+                  1);
 }
 
 double srv_codec_png_bound(int n)
@@ -642,8 +413,9 @@ double srv_codec_png_bound(int n)
 int srv_codec_png_heatmap(const struct srv_heatmap *hm, struct srv_buf *out,
                           struct srv_err *err)
 {
-  struct pngjob job;
+  struct srv_image im;
   struct pooled p;
+  int rc;
   struct layout L;
   char ttl[TITLE_MAX + 1], lo_s[32], hi_s[32];
   int64_t n, i;
@@ -665,7 +437,7 @@ int srv_codec_png_heatmap(const struct srv_heatmap *hm, struct srv_buf *out,
 
   /* Pool first: the layout needs the value range for the bar's labels. */
   memset(&L, 0, sizeof L);
-  clean_title(hm->title, ttl);
+  srv_codec__printable(hm->title, ttl, sizeof ttl);
   plan(hm, ttl, "0", "0", 0, &L);
   memset(&p, 0, sizeof p);
   cells = (size_t)(L.oh * L.ow) * (size_t)hm->n;
@@ -687,35 +459,20 @@ int srv_codec_png_heatmap(const struct srv_heatmap *hm, struct srv_buf *out,
   swatches = p.any_masked || p.any_invalid;
   plan(hm, ttl, hi_s, lo_s, swatches, &L);
 
-  memset(&job, 0, sizeof job);
-  job.im.w = L.w;
-  job.im.h = L.h;
-  job.im.px = malloc((size_t)L.w * (size_t)L.h * 3);
-  if (!job.im.px)
+  if (srv_codec__image_init(&im, L.w, L.h) != 0)
     goto oom;
-  fill_rect(&job.im, 0, 0, L.w, L.h, g_paper);
-  draw_text(&job.im, MARGIN, MARGIN, ttl);
+  draw_text(&im, MARGIN, MARGIN, ttl);
   for (i = 0; i < hm->n; i++)
-    draw_panel(&job.im, &L, hm, &p, (int)i);
-  draw_legend(&job.im, &L, &p, hi_s, lo_s, hm->zero_masked);
-  draw_axis_titles(&job.im, &L);
+    draw_panel(&im, &L, hm, &p, (int)i);
+  draw_legend(&im, &L, &p, hi_s, lo_s, hm->zero_masked);
+  draw_axis_titles(&im, &L);
 
   free(p.sum);
   free(p.cnt);
   free(p.flags);
-  job.title = ttl;
-  job.sink.out = out;
-  if (write_png(&job)) {
-    free(job.im.px);
-    if (job.sink.failed && out->max)
-      return srv_fail(err, 413, NULL,
-                      "the heatmap does not fit in the response limit of %zu "
-                      "bytes",
-                      out->max);
-    return srv_fail(err, 500, NULL, "could not write the PNG heatmap");
-  }
-  free(job.im.px);
-  return 0;
+  rc = srv_codec__png_write(&im, ttl, out, "heatmap", err);
+  free(im.px);
+  return rc;
 oom:
   free(p.sum);
   free(p.cnt);

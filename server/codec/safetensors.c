@@ -301,18 +301,25 @@ int srv_codec__st_encode(struct srv_call *c, struct srv_err *err)
       goto oom;
     for (i = 0; i < c->noutputs; i++) {
       const struct srv_output *o = &c->outputs[i];
+      const char *val;
       size_t nl;
       if (!o->is_scalar)
         continue;
-      nl = srv_codec__fmt_f64(num, o->scalar);
-      if (num[0] == '"') { /* "inf" is already a JSON string */
-        memmove(num, num + 1, nl - 2);
-        nl -= 2;
+      if (o->json) { /* its JSON text, as a string */
+        val = o->json;
+        nl = strlen(o->json);
+      } else {
+        nl = srv_codec__fmt_f64(num, o->scalar);
+        val = num;
+        if (num[0] == '"') { /* "inf" is already a JSON string */
+          val = num + 1;
+          nl -= 2;
+        }
       }
       if ((!first && srv_buf_append(&h, ",", 1)) ||
           srv_codec__json_str(&h, o->name ? o->name : "",
                               o->name ? strlen(o->name) : 0) ||
-          srv_buf_append(&h, ":", 1) || srv_codec__json_str(&h, num, nl))
+          srv_buf_append(&h, ":", 1) || srv_codec__json_str(&h, val, nl))
         goto oom;
       first = 0;
     }

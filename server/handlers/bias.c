@@ -405,6 +405,12 @@ int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
 
 /* ==== the handler ======================================================= */
 
+/* Rough cost of one table cell of family m, for the --max-gflop budget. */
+double srv_bias_cell_flops(enum ab_bias_method m)
+{
+  return bias_families[m].cell_flops;
+}
+
 int srv_h_bias(struct srv_call *c, struct srv_err *err)
 {
   struct srv_pctx pc;

@@ -55,9 +55,10 @@ struct map {
 
 struct adapter {
   const char *route;         /* srv_route.name */
+  const char *kind;          /* the request's "kind" it serves; NULL: any */
   const struct map *maps;    /* ends at canon NULL */
   /* Refuse a config whose positions this route does not compute. */
-  enum { FITS_ANY, FITS_ROPE, FITS_NONE } fits;
+  enum { FITS_ANY, FITS_ROPE, FITS_BIAS, FITS_NONE } fits;
 };
 
 static const struct map rope_maps[] = {{"/rope/", "/"}, {NULL, NULL}};
@@ -70,31 +71,63 @@ static const struct map bias_maps[] = {
     {"/bias/", "/"},        {"/num_heads", "/num_heads"},
     {"/causal", "/causal"}, {"/sliding_window", "/sliding_window"},
     {"/window", "/window"}, {NULL, NULL}};
+/* /v1/analysis kind bias: /v1/bias's method fields, without its masks. */
+static const struct map analysis_bias_maps[] = {
+    {"/bias/", "/"}, {"/num_heads", "/num_heads"}, {NULL, NULL}};
 static const struct map no_maps[] = {{NULL, NULL}};
 
-/* A route added later (an analysis route, say) adds its line here. */
+/* The first line of the route whose kind matches serves the request. */
 static const struct adapter g_adapters[] = {
-    {"rope", rope_maps, FITS_ROPE},
-    {"attention", attn_maps, FITS_ANY},
-    {"bias", bias_maps, FITS_ANY},
-    {"encodings", no_maps, FITS_NONE},
+    {"rope", NULL, rope_maps, FITS_ROPE},
+    {"attention", NULL, attn_maps, FITS_ANY},
+    {"bias", NULL, bias_maps, FITS_ANY},
+    {"encodings", NULL, no_maps, FITS_NONE},
+    /* kind bias reads /v1/bias's method fields; rope and extend read
+     * /v1/rope's configuration under the same names. */
+    {"analysis", "bias", analysis_bias_maps, FITS_BIAS},
+    {"analysis", NULL, rope_maps, FITS_ROPE},
 };
 
-static const struct adapter *adapter_for(const char *route)
+static const struct adapter *adapter_for(const struct srv_call *c)
 {
+  const char *route = c->route ? c->route->name : NULL;
+  const char *kind = json_string_value(json_object_get(c->params, "kind"));
   size_t i;
 
-  for (i = 0; route && i < sizeof g_adapters / sizeof g_adapters[0]; i++)
-    if (strcmp(g_adapters[i].route, route) == 0)
-      return &g_adapters[i];
+  for (i = 0; route && i < sizeof g_adapters / sizeof g_adapters[0]; i++) {
+    const struct adapter *ad = &g_adapters[i];
+    if (strcmp(ad->route, route) == 0 &&
+        (!ad->kind || (kind && strcmp(ad->kind, kind) == 0)))
+      return ad;
+  }
   return NULL;
+}
+
+/* Tables t[*n..] += the n_add tables of add, within cap. */
+static void add_tables(const struct srv_ptable **t, int *n, int cap,
+                       const struct srv_ptable *const *add, int n_add)
+{
+  int i;
+
+  for (i = 0; i < n_add && *n < cap; i++)
+    t[(*n)++] = add[i];
+}
+
+/* Every bias family's parameter table, in the order of the enum. */
+static void add_bias_tables(const struct srv_ptable **t, int *n, int cap)
+{
+  int i;
+
+  for (i = 0; i < AB_BIAS_METHOD_LAST_ && *n < cap; i++)
+    t[(*n)++] = srv_bias_method_params((enum ab_bias_method)i);
 }
 
 /* The route's top-level fields: a Hugging Face key of the same name there
  * is the route's own (rope_theta on /v1/rope), not config. */
-static int is_native(const char *route, const char *key)
+static int is_native(const struct adapter *ad, const char *key)
 {
   const struct srv_ptable *t[12];
+  const char *route = ad ? ad->route : NULL;
   int n = 0, i, k;
 
   if (!route)
@@ -107,12 +140,18 @@ static int is_native(const char *route, const char *key)
     t[n++] = &srv_ptab_attention;
   } else if (strcmp(route, "bias") == 0) {
     t[n++] = &srv_ptab_bias_common;
-    for (i = 0; i < AB_BIAS_METHOD_LAST_ && n < 12; i++)
-      t[n++] = srv_bias_method_params((enum ab_bias_method)i);
+    add_bias_tables(t, &n, 12);
   } else if (strcmp(route, "encodings") == 0) {
     t[n++] = &srv_ptab_enc_common;
-    for (i = 0; i < srv_ptab_enc_nmethods && n < 12; i++)
-      t[n++] = srv_ptab_enc_methods[i];
+    add_tables(t, &n, 12, srv_ptab_enc_methods, srv_ptab_enc_nmethods);
+  } else if (strcmp(route, "analysis") == 0) {
+    t[n++] = &srv_ptab_analysis;
+    if (ad->fits == FITS_BIAS) {
+      t[n++] = &srv_ptab_analysis_bias;
+      add_bias_tables(t, &n, 12);
+    } else {
+      t[n++] = &srv_ptab_rope_config;
+    }
   }
   for (i = 0; i < n; i++)
     for (k = 0; k < t[i]->n; k++)
@@ -333,9 +372,16 @@ static int refuse_fit(const struct srv_call *c, const struct adapter *ad,
   if (ad->fits == FITS_ROPE && m->pos != SRV_POS_ROPE &&
       m->pos != SRV_POS_UNKNOWN)
     return srv_fail(err, 400, ptr,
-                    "%s has no RoPE (its positions are %s): ask /v1/bias or "
-                    "/v1/attention",
-                    fam, srv_pos_kind_name(m->pos));
+                    "%s has no RoPE (its positions are %s): ask %s", fam,
+                    srv_pos_kind_name(m->pos),
+                    strcmp(ad->route, "analysis") == 0
+                        ? "kind bias"
+                        : "/v1/bias or /v1/attention");
+  if (ad->fits == FITS_BIAS && m->pos == SRV_POS_ROPE)
+    return srv_fail(err, 400, ptr,
+                    "%s has no position bias (its positions are rope): ask "
+                    "kind rope or extend",
+                    fam);
   if (ad->fits == FITS_NONE && m->pos != SRV_POS_UNKNOWN)
     return srv_fail(err, 400, ptr,
                     "%s has no absolute position encoding (its positions "
@@ -421,7 +467,8 @@ static int project(struct srv_call *c, const struct adapter *ad,
  * not the route's own fields move out of the request into `top` (and
  * *foreign counts them); the route's own (rope_theta on /v1/rope) are
  * copied, so that the config reads them too, and stay explicit. */
-static json_t *take_top_keys(struct srv_call *c, int *foreign)
+static json_t *take_top_keys(struct srv_call *c, const struct adapter *ad,
+                              int *foreign)
 {
   json_t *top = json_object();
   const char *key;
@@ -439,7 +486,7 @@ static json_t *take_top_keys(struct srv_call *c, int *foreign)
         strcmp(key, "bias") == 0)
       continue;
     json_object_set(top, key, v);
-    if (!is_native(c->route->name, key)) {
+    if (!is_native(ad, key)) {
       json_object_del(c->params, key);
       ++*foreign;
     }
@@ -500,14 +547,14 @@ int srv_config_apply(struct srv_call *c, struct srv_err *err)
   if (srv_pctx_root(c, &pc, err) != 0 ||
       srv_params_parse(&pc, c->params, &b, err) != 0)
     return -1;
-  if (!(top = take_top_keys(c, &foreign)))
+  ad = adapter_for(c);
+  if (!(top = take_top_keys(c, ad, &foreign)))
     return srv_fail(err, 500, NULL, "out of memory");
   if (!q.model && !q.config && !foreign) {
     /* Not a config request: "layer" alone is an unknown field. */
     json_decref(top);
     return 0;
   }
-  ad = adapter_for(c->route->name);
   memset(&m, 0, sizeof m);
   c->cfg = srv_arena_calloc(&c->arena, 1, sizeof *c->cfg);
   cfg = json_object();

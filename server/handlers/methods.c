@@ -133,6 +133,29 @@ static json_t *catalog(void)
   }
   json_object_set_new(root, "attention", o);
 
+  /* /v1/analysis: its own fields and the RoPE config fields of /v1/rope
+   * (seq_len is its own); kind bias's fields beside /v1/bias's methods. */
+  o = json_object();
+  json_object_set_new(o, "route", json_string("/v1/analysis"));
+  json_object_set_new(
+      o, "description",
+      json_string("what a position encoding does at a length: kinds rope "
+                  "and extend take the RoPE fields of /v1/rope (rope_scaling "
+                  "as there); kind bias takes bias_parameters and the "
+                  "parameters of the /v1/bias method"));
+  {
+    json_t *params = list_without(&srv_ptab_analysis, NULL);
+    json_t *rope = list_without(&srv_ptab_rope_config, "seq_len");
+    json_t *bias = list_without(&srv_ptab_analysis_bias, NULL);
+    json_array_extend(params, rope);
+    json_decref(rope);
+    json_array_insert_new(bias, 0,
+                          srv_params_catalog_param(&srv_param_bias_method));
+    json_object_set_new(o, "parameters", params);
+    json_object_set_new(o, "bias_parameters", bias);
+  }
+  json_object_set_new(root, "analysis", o);
+
   json_object_set_new(root, "output_options",
                       list_without(&srv_ptab_output, NULL));
   /* Every POST route: a model's config (GET /v1/models). */

@@ -5,6 +5,7 @@
 #include "srv.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MIB (1024.0 * 1024.0)
@@ -113,6 +114,24 @@ int srv_output_scalar(struct srv_call *c, const char *name, double v,
   o->name = name;
   o->is_scalar = 1;
   o->scalar = v;
+  return 0;
+}
+
+int srv_output_json(struct srv_call *c, const char *name, const json_t *v,
+                    struct srv_err *err)
+{
+  char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+  char *kept;
+
+  if (!text)
+    return srv_fail(err, 500, NULL, "out of memory writing %s", name);
+  kept = srv_arena_strdup(&c->arena, text);
+  free(text);
+  if (!kept)
+    return srv_fail(err, 500, NULL, "out of memory writing %s", name);
+  if (srv_output_scalar(c, name, 0, err) != 0)
+    return -1;
+  c->outputs[c->noutputs - 1].json = kept;
   return 0;
 }
 

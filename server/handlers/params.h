@@ -231,6 +231,11 @@ extern const int srv_ptab_rope_ntypes;
 extern const struct srv_ptable srv_ptab_bias_common;
 const struct srv_ptable *srv_bias_method_params(enum ab_bias_method m);
 
+/* Analysis (analysis.c): the fields of every kind, and kind bias's beside
+ * the method's own. */
+extern const struct srv_ptable srv_ptab_analysis;
+extern const struct srv_ptable srv_ptab_analysis_bias;
+
 /* Attention (attention.c). */
 extern const struct srv_ptable srv_ptab_attention;
 
@@ -281,6 +286,10 @@ int64_t srv_positions_count(const json_t *j);
  * err. */
 int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
                           struct ab_bias_params *p, struct srv_err *err);
+
+/* Rough cost of one bias-table cell of method m, for the --max-gflop
+ * budget. */
+double srv_bias_cell_flops(enum ab_bias_method m);
 
 /* The bias methods' selector parameter ("method"). */
 extern const struct srv_param srv_param_bias_method;

@@ -295,6 +295,12 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
     MHD_add_response_header(r, "Allow", rq->early.allow);
   if (c->status == 401)
     MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"attnbias\"");
+  /* A handler's own headers go with its own answer only, never with an
+   * error that replaced it. */
+  if (c->custom_headers && c->status >= 200 && c->status < 300)
+    for (int i = 0; i < c->ncustom_headers; i++)
+      MHD_add_response_header(r, c->custom_headers[i][0],
+                              c->custom_headers[i][1]);
   /* While draining every response closes its connection, so that clients
    * move to another instance. */
   if (rq->close || atomic_load(&g_draining))
@@ -555,6 +561,22 @@ static int check_auth(struct MHD_Connection *conn, struct srv_err *err)
 /* ---------------------------------------------------------------------
  * The access handler
  * --------------------------------------------------------------------- */
+
+/* URL unescaping (MHD_OPTION_UNESCAPE_CALLBACK): libmicrohttpd's own, except
+ * that a URL holding %00 is left as sent.  Decoded, the NUL would end the
+ * path the handlers see early -- "/healthz%00x" read as "/healthz", "/%00"
+ * as the explorer page -- so such a URL matches no route (404) instead. */
+static size_t unescape_url(void *cls, struct MHD_Connection *conn, char *s)
+{
+  const char *p;
+
+  (void)cls;
+  (void)conn;
+  for (p = s; *p; p++)
+    if (p[0] == '%' && p[1] == '0' && p[2] == '0')
+      return strlen(s);
+  return MHD_http_unescape(s);
+}
 
 /* The connection's record in guard.c (set by on_connection). */
 static struct srv_conn *conn_guard(struct MHD_Connection *conn)
@@ -1146,6 +1168,7 @@ int srv_http_start(void)
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, SRV_MHD_CONN_MEMORY,
       MHD_OPTION_URI_LOG_CALLBACK, on_request_line, NULL,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+      MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
       MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       (unsigned)srv_cfg.max_connections_per_ip,

@@ -10,7 +10,8 @@ unit tests).
                       a server must then exit 0 with no error and no definite leak
       --budget S      stop starting tests after S seconds (default 3600, times SLOW)
       --test-timeout S  fail a test still running after S seconds (default 300,
-                      times SLOW)
+                      times SLOW); a test function whose own work is long (a
+                      virtualenv, mypy) raises its own as the attribute `timeout`
       -v              print each server's log after a failing test
       files           test files to run (default: every tests/http/test_*.py)
 
@@ -68,8 +69,8 @@ a socket to close.  Each wait has a bound only so that a hang fails instead
 of blocking the run: bounds are many times what the wait takes on a loaded
 machine, multiplied by run.SLOW (10 under valgrind, 4 for a server built
 with ASan or UBSan, ATTNBIAS_TEST_SLOW=F to choose).  The same holds for the
-whole test (--test-timeout): a file whose tests build things (a virtualenv,
-mypy, npm) sets a module-level TEST_TIMEOUT (seconds, before run.SLOW) when
+whole test (--test-timeout): a test that builds things (a virtualenv, mypy,
+npm) sets its function's attribute `timeout` (seconds, before run.SLOW) when
 a loaded machine needs more than the default.  Nothing asserts that
 something took less than some time.  A request's metrics are filed when
 libmicrohttpd reports it complete, which may come just after its client has
@@ -645,7 +646,7 @@ def main(argv):
     # Both bounds guard against hangs only.  With its virtualenv, mypy and
     # npm tests the suite took 20-30 minutes on the shared 2-core machine
     # with both cores also busy (make test-repeat), its slowest test (the
-    # Python package, TEST_TIMEOUT of its own) over 5 minutes.
+    # Python package, a `timeout` of its own) over 5 minutes.
     ap.add_argument("--budget", type=float, default=3600)
     ap.add_argument("--test-timeout", type=float, default=300)
     ap.add_argument("-v", action="store_true")
@@ -690,7 +691,7 @@ def main(argv):
                           % (full, args.budget * SLOW))
                     continue
                 t0 = time.monotonic()
-                limit = max(args.test_timeout, getattr(module.mod, "TEST_TIMEOUT", 0))
+                limit = max(args.test_timeout, getattr(fn, "timeout", 0))
                 signal.alarm(int(limit * SLOW))
                 try:
                     run_test(module, name, fn, args.v)

@@ -177,6 +177,74 @@ def test_bias(server):
     assert png[:8] == b"\x89PNG\r\n\x1a\n", png[:16]
 
 
+def test_analysis(server):
+    """client.analysis in both answer forms, against numpy; plot_analysis
+    draws every plot of every kind; analysis_png is the server's picture."""
+    import io
+    import math
+    from attnbias import plot_analysis
+    from attnbias.plotting import ANALYSIS_PLOTS as PLOTS
+    from matplotlib.figure import Figure
+    from reference import ref_alibi_slopes
+
+    k = np.arange(32, dtype=np.float64)
+    inv0 = 10000.0 ** (-2 * k / 64)
+    answers = {}
+    for accept in ("safetensors", "json"):
+        ab = _client(server, accept=accept)
+        a = ab.analysis("rope", 16384, head_dim=64, max_position_embeddings=16384,
+                        rope_scaling={"rope_type": "yarn", "factor": 4,
+                                      "original_max_position_embeddings": 4096},
+                        output_dtype="float64")
+        close(a["wavelength_original"], 2 * math.pi / inv0, 1e-12, 0, "wavelength_original")
+        close(a["turns_trained"], 4096 * inv0 / (2 * math.pi), 1e-12, 0, "turns_trained")
+        assert a["trained_len"] == 4096.0 and a["band"].dtype == np.int32
+        close(a["attention_scaling"], 0.1 * math.log(4) + 1, 1e-12, 0, "mscale")
+        plan = ab.analysis("extend", 16384, head_dim=64, max_position_embeddings=4096)
+        assert plan["methods"] == ["none", "linear", "ntk", "dynamic", "yarn", "llama3"]
+        assert plan["configs"]["linear"]["rope_scaling"] == {"rope_type": "linear",
+                                                             "factor": 4.0}
+        assert plan["inv_freq"].shape == (6, 32)
+        alibi = ab.analysis("bias", 256, method="alibi", num_heads=4)
+        close(alibi["reach_10"], math.log(10) / ref_alibi_slopes(4), 1e-6, 0, "reach")
+        t5 = ab.analysis("bias", 256, method="t5", num_heads=1)
+        np.testing.assert_array_equal(t5["buckets"], ref_t5_bucket(-np.arange(256)))
+        answers[accept] = (a, plan, alibi, t5)
+    for x, y in zip(*answers.values()):
+        for name in x:
+            assert np.array_equal(np.asarray(x[name]), np.asarray(y[name])), name
+    a, plan, alibi, t5 = answers["safetensors"]
+    for result, kind in ((a, "rope"), (plan, "extend"), (alibi, "bias"), (t5, "bias")):
+        for plot in PLOTS[kind]:
+            if result is alibi and plot == "buckets" or result is t5 and plot != "buckets":
+                try:
+                    plot_analysis(result, plot)
+                except ValueError:
+                    continue
+                raise AssertionError("%s drew %s without the numbers" % (kind, plot))
+            fig = plot_analysis(result, plot)
+            assert isinstance(fig, Figure)
+            ax = fig.axes[0]
+            assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title(), plot
+            assert ax.get_legend() is not None and ax.get_lines(), plot
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png")
+            assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"
+    # A preset's config (llama-2-7b: d 128, theta 10000, trained 4096).
+    plan = _client(server).analysis("extend", 16384, model="llama-2-7b")
+    assert plan["trained_len"] == 4096.0 and plan["factor"] == 4.0
+    close(plan["configs"]["ntk"]["rope_theta"], 10000.0 * 4 ** (128 / 126), 1e-15, 0, "ntk")
+    png = _client(server).analysis_png("extend", 16384, plot="decay", head_dim=64,
+                                       max_position_embeddings=4096)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", png[:16]
+    try:
+        _client(server).analysis("extend", 2048, head_dim=64, max_position_embeddings=4096)
+    except AttnbiasError as e:
+        assert e.status == 400 and e.field == "/seq_len", (e.status, e.field)
+    else:
+        raise AssertionError("extend to a shorter length was accepted")
+
+
 def test_attention(server):
     ab = _client(server)
     rng = np.random.default_rng(5)

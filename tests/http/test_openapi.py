@@ -465,6 +465,8 @@ def test_every_example_validates():
                                                  "rope_scaling": {"rope_type": "yarnn"}}),
            ("#/components/schemas/BiasRequest", {"method": "alibi", "num_heads": 2, "q_len": 4,
                                                  "return": ["bias", "bias"]}),
+           ("#/components/schemas/AnalysisRequest", {"kind": "rope", "head_dim": 8}),
+           ("#/components/schemas/AnalysisRequest", {"kind": "bias", "seq_len": 8, "plot": "heat"}),
            ("#/components/schemas/BiasResult", {}),
            ("#/components/schemas/OutputTensor", {"shape": [2], "data": [1, 2]})]
     for ref, value in bad:
@@ -648,7 +650,10 @@ def _types(p):
 
 
 def check_catalog_param(doc, cp, prop, where):
-    """One parameter of GET /v1/methods against its OpenAPI property."""
+    """One parameter of GET /v1/methods against its OpenAPI property (a
+    property may be another schema's, by reference)."""
+    while "/properties/" in prop.get("$ref", ""):
+        prop = resolve(doc, prop["$ref"])
     p = _flat(doc, prop)
     ctype = cp["type"]
     if ctype == "tensor":
@@ -696,6 +701,7 @@ def test_catalog_matches_request_schemas(server):
         return [p for lst in lists for p in lst]
 
     enc, rope, bias, attn = cat["encodings"], cat["rope"], cat["bias"], cat["attention"]
+    an = cat["analysis"]
     sections = [
         ("EncodingsRequest", enc["parameters"],
          params(*[m["parameters"] for m in enc["methods"]])),
@@ -707,6 +713,9 @@ def test_catalog_matches_request_schemas(server):
         ("AttentionRequest", attn["parameters"], []),
         ("AttentionRope", attn["rope"], []),
         ("BiasMethod", attn["bias"]["parameters"], []),
+        # Kind bias's fields are required for that kind only.
+        ("AnalysisRequest", an["parameters"],
+         params(an["bias_parameters"], *[m["parameters"] for m in bias["methods"]])),
     ]
     output = {p["name"] for p in cat["output_options"]}
     # A model's config (model, config, layer): every POST route reads it.

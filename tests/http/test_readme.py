@@ -301,9 +301,17 @@ def test_python_example(server):
         assert out[0].split()[0].startswith("1.1386"), out        # YaRN factor 4
         assert out[1] == "(1, 8, 256, 64) (1, 8, 256)", out
         assert out[2].startswith("400 /rotary_dim "), out
+        # The planner's YaRN fields for 4k -> 32k.
+        assert out[3] == ("{'rope_type': 'yarn', 'factor': 8.0, "
+                          "'original_max_position_embeddings': 4096, "
+                          "'beta_fast': 32.0, 'beta_slow': 1.0}"), out
         for name in re.findall(r'savefig\("([^"]+)"\)', src):
             with Image.open(os.path.join(tmp, name)) as im:
                 assert im.format == "PNG" and 300 <= im.width <= 3000, (name, im.size)
+
+
+# A virtualenv and matplotlib's figures: a minute on an idle machine.
+test_python_example.timeout = 600
 
 
 def README_TEXT():

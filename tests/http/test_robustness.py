@@ -756,6 +756,9 @@ def test_odd_methods_urls_headers_and_framing(server):
         (b"GET http://t/healthz HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (200, 400, 404)),
         (b"GET /healthz/../v1/bias HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (404, 405)),
         (b"GET /%00 HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (400, 404)),
+        # An escaped NUL does not cut the path short into another route's.
+        (b"GET /healthz%00x HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (400, 404)),
+        (b"GET /explorer.js%00 HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (400, 404)),
         (b"GET /%zz%%%0d%0a HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n", (400, 404)),
         (b"GET /healthz?" + b"a=1&" * 1000 + b" HTTP/1.1\r\nHost: t\r\n" + close + b"\r\n",
          (200,)),

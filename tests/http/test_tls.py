@@ -237,6 +237,15 @@ REQUESTS = {
         ATT, lambda b: np.testing.assert_allclose(
             tensor(json.loads(b)["output"]), ref_attention(ATT["q"], ATT["k"], ATT["v"]),
             rtol=1e-5, atol=1e-6) is None),
+    # ALiBi's reach of 2 heads: ln(10) / m, m = 1/16 and 1/256.
+    ("POST", "/v1/analysis"): (
+        {"kind": "bias", "method": "alibi", "num_heads": 2, "seq_len": 4},
+        lambda b: np.testing.assert_allclose(
+            tensor(json.loads(b)["reach_10"]), math.log(10) * np.array([16.0, 256.0]),
+            rtol=1e-6) is None),
+    ("GET", "/"): (None, lambda b: b"<title>attnbias explorer</title>" in b),
+    ("GET", "/explorer.js"): (None, lambda b: b"/v1/analysis" in b),
+    ("GET", "/explorer.css"): (None, lambda b: b".charts" in b),
 }
 
 

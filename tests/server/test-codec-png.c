@@ -3,7 +3,8 @@
  * the smallest and largest cells are, masked cells in grey; square cells
  * (a non-square table keeps its shape, also when pooled); several tables
  * as a grid of panels in reading order; tick marks along both axes, and
- * ink where the axis titles and tick labels go. */
+ * ink where the axis titles and tick labels go -- and srv_codec_png_plot,
+ * the line plots of /v1/analysis (below). */
 #include "srv.h"
 #include "test.h"
 
@@ -397,5 +398,113 @@ TEST(png_edge_cases)
   srv_buf_free(&b);
   /* The bound covers the largest grid. */
   CHECK(srv_codec_png_bound(SRV_HEATMAP_MAX_PANELS) > srv_codec_png_bound(1));
+  return 0;
+}
+
+/* ==== line plots (plot.c) ================================================
+ * srv_codec_png_plot: a PNG libpng decodes, 960x540, each series in its
+ * palette colour where its points are (a rising line runs from lower left
+ * to upper right), reference lines, points that cannot be drawn skipped, a
+ * million points drawn column by column, refusals. */
+
+/* The first two colours of the palette (Okabe and Ito), as plot.c has. */
+static const unsigned char BLUE[3] = {0, 114, 178};
+static const unsigned char ORANGE[3] = {230, 159, 0};
+
+static int plot(const struct srv_plot *p, struct rgb_image *im)
+{
+  struct srv_buf b;
+  struct srv_err err;
+  int rc;
+
+  srv_buf_init(&b, 0);
+  rc = srv_codec_png_plot(p, &b, &err);
+  if (rc == 0)
+    rc = decode(&b, im);
+  srv_buf_free(&b);
+  return rc;
+}
+
+TEST(plot_lines_where_their_points_are)
+{
+  double up[50], down[50], x[50];
+  struct srv_plot_series s[2] = {{"rising", x, up, 50, SRV_PLOT_LINE},
+                                 {"falling", x, down, 50, SRV_PLOT_DASHED}};
+  struct srv_plot_mark mk[2] = {{1, 10, "x = 10"}, {0, 5, "y = 5"}};
+  struct srv_plot p = {"two lines", "x", "y", 0, 0, s, 2, mk, 2};
+  struct rgb_image im;
+  int i;
+
+  for (i = 0; i < 50; i++) {
+    x[i] = i;
+    up[i] = i;
+    down[i] = 49 - i;
+  }
+  CHECK_EQ_I64(plot(&p, &im), 0);
+  CHECK(im.w == 960 && im.h == 540);
+  /* The rising line: blue in the plot's lower left and upper right
+   * quarters, none in the upper left; the falling one the other way. */
+  CHECK(count_in(&im, BLUE, 80, 300, 300, 480) > 50);
+  CHECK(count_in(&im, BLUE, 500, 40, 700, 200) > 50);
+  CHECK_EQ_I64(count_in(&im, BLUE, 80, 40, 250, 200), 0);
+  CHECK(count_in(&im, ORANGE, 80, 40, 300, 200) > 20);
+  CHECK_EQ_I64(count_in(&im, ORANGE, 500, 40, 700, 200), 0);
+  /* The legend beside the plot carries both colours. */
+  CHECK(count_in(&im, BLUE, 780, 0, 960, 540) > 10);
+  CHECK(count_in(&im, ORANGE, 780, 0, 960, 540) > 5);
+  free(im.px);
+  return 0;
+}
+
+TEST(plot_skips_what_cannot_be_drawn)
+{
+  double y[6] = {1, NAN, 10, -3, INFINITY, 100}, x[6] = {1, 2, 3, 4, 5, 6};
+  double none[3] = {NAN, NAN, NAN};
+  struct srv_plot_series s = {"log", x, y, 6, SRV_PLOT_MARKERS};
+  struct srv_plot p = {"log y", "x", "y", 1, 1, &s, 1, NULL, 0};
+  struct srv_plot_series empty = {"nothing", NULL, none, 3, SRV_PLOT_LINE};
+  struct rgb_image im;
+
+  CHECK_EQ_I64(plot(&p, &im), 0); /* -3 and the non-finite points skipped */
+  CHECK(count_in(&im, BLUE, 0, 0, 960, 540) > 50);
+  free(im.px);
+  p.series = &empty;
+  p.xlog = p.ylog = 0;
+  CHECK_EQ_I64(plot(&p, &im), 0); /* axes, no line */
+  free(im.px);
+  return 0;
+}
+
+TEST(plot_a_million_points_and_refusals)
+{
+  const int64_t n = 1000000;
+  double *y = malloc((size_t)n * sizeof *y), three[3] = {1, 2, 3};
+  struct srv_plot_series s = {"noise", NULL, y, n, SRV_PLOT_STEPS};
+  struct srv_plot p = {"many", "i", "sin", 0, 0, &s, 1, NULL, 0};
+  struct srv_buf b;
+  struct srv_err err;
+  struct rgb_image im;
+  int64_t i;
+
+  CHECK(y != NULL);
+  for (i = 0; i < n; i++)
+    y[i] = sin((double)i * 0.001) + (i == n / 2 ? 5 : 0); /* one spike */
+  CHECK_EQ_I64(plot(&p, &im), 0);
+  /* The single-point spike is still drawn: blue near the top. */
+  CHECK(count_in(&im, BLUE, 60, 30, 780, 80) > 0);
+  free(im.px);
+  free(y);
+  s.y = three;
+  s.n = 3;
+  srv_buf_init(&b, 0);
+  p.nseries = 0;
+  CHECK(srv_codec_png_plot(&p, &b, &err) != 0);
+  CHECK_EQ_I64(err.http, 400);
+  srv_buf_free(&b);
+  srv_buf_init(&b, 200); /* a ceiling no picture fits under */
+  p.nseries = 1;
+  CHECK(srv_codec_png_plot(&p, &b, &err) != 0);
+  CHECK_EQ_I64(err.http, 413);
+  srv_buf_free(&b);
   return 0;
 }

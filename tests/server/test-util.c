@@ -260,7 +260,9 @@ static const struct {
     {"GET", "/v1/methods", 0},    {"GET", "/v1/models", 0},
     {"POST", "/v1/encodings", 0},
     {"POST", "/v1/rope", 0},      {"POST", "/v1/bias", 0},
-    {"POST", "/v1/attention", 0},
+    {"POST", "/v1/attention", 0}, {"POST", "/v1/analysis", 0},
+    {"GET", "/", 1},              {"GET", "/explorer.js", 1},
+    {"GET", "/explorer.css", 1},
 };
 #define N_API_ROUTES (sizeof g_api_routes / sizeof g_api_routes[0])
 
@@ -290,11 +292,14 @@ TEST(routes_match_api_md)
     for (j = i + 1; j < n; j++)
       CHECK(strcmp(tab[i].name, tab[j].name) != 0);
   }
-  /* Only /v1/bias and /v1/attention may answer image/png, and they draw
-   * it in their finish. */
+  /* /v1/bias, /v1/attention and /v1/analysis may answer image/png, and
+   * they draw it in their finish; /v1/analysis's finish also completes its
+   * other answers. */
   CHECK(srv_route_find("POST", "/v1/bias", &e)->flags & SRV_ROUTE_PNG);
   CHECK(srv_route_find("POST", "/v1/attention", &e)->flags & SRV_ROUTE_PNG);
   CHECK(srv_route_find("POST", "/v1/attention", &e)->finish != NULL);
+  CHECK(srv_route_find("POST", "/v1/analysis", &e)->flags & SRV_ROUTE_PNG);
+  CHECK(srv_route_find("POST", "/v1/analysis", &e)->flags & SRV_ROUTE_FINISH);
   CHECK(!(srv_route_find("POST", "/v1/rope", &e)->flags & SRV_ROUTE_PNG));
   CHECK(!(srv_route_find("POST", "/v1/encodings", &e)->flags & SRV_ROUTE_PNG));
   return 0;

@@ -528,6 +528,52 @@ TEST(t5_buckets_worked_3)
   return 0;
 }
 
+/* Where each bucket begins, against a scan of HF's bucket function over
+ * every distance (the first distance of each bucket, -1 for skipped ones). */
+TEST(t5_bucket_starts_match_a_scan)
+{
+  static const int64_t cases[][3] = {{32, 1, 128}, {32, 0, 128}, {8, 1, 16},
+                                     {20, 1, 160}, {10, 0, 160}, {32, 1, 9},
+                                     {64, 0, 1000}, {4, 1, 3}};
+  int64_t first[64], want[64];
+  size_t c;
+
+  for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int64_t nb = cases[c][0], md = cases[c][2], n, b;
+    int bi = (int)cases[c][1];
+    int64_t nbd = bi ? nb / 2 : nb;
+    for (b = 0; b < nbd; b++)
+      want[b] = -1;
+    for (n = 0; n <= 4 * md; n++) {
+      int64_t bk = hf_bucket(-n, nb, bi, md);
+      if (want[bk] < 0)
+        want[bk] = n;
+    }
+    CHECK_OK(ab_t5_bucket_starts(nb, bi, md, first));
+    for (b = 0; b < nbd; b++)
+      if (first[b] != want[b])
+        FAIL_AT("nb %lld bidirectional %d md %lld: bucket %lld starts at "
+                "%lld, the scan says %lld",
+                (long long)nb, bi, (long long)md, (long long)b,
+                (long long)first[b], (long long)want[b]);
+  }
+  /* T5's defaults: 8 exact buckets, then log buckets; the last begins
+   * where ln(n/8)/ln(16)*8 reaches 7, at n = 8*16^(7/8) = 90.5, so 91. */
+  CHECK_OK(ab_t5_bucket_starts(32, 1, 128, first));
+  CHECK_EQ_I64(first[7], 7);
+  CHECK_EQ_I64(first[8], 8);
+  CHECK_EQ_I64(first[15], 91);
+  CHECK(hf_bucket(-91, 32, 1, 128) == 15 && hf_bucket(-90, 32, 1, 128) == 14);
+  /* md 9 with 16 buckets a side: the log step jumps from 8 to the top. */
+  CHECK_OK(ab_t5_bucket_starts(32, 1, 9, first));
+  CHECK(first[8] == 8 && first[9] == -1 && first[14] == -1 && first[15] == 9);
+  CHECK_FAILS(ab_t5_bucket_starts(2, 1, 128, first), AB_STATUS_INVALID_ARG,
+              "table");
+  CHECK_FAILS(ab_t5_bucket_starts(32, 1, 128, NULL), AB_STATUS_INVALID_ARG,
+              "first");
+  return 0;
+}
+
 /* Edges of docs/methods.md#t5-buckets: 0, +-(max_exact-1), +-max_exact,
  * +-max_distance and beyond, for both directions. */
 TEST(t5_bucket_edges)

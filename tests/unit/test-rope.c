@@ -1655,6 +1655,253 @@ TEST(rope_allocation_failure)
   return 0;
 }
 
+/* ==== analysis (docs/methods.md#analysis) ================================ */
+
+/* Llama 3.1 (theta 500000, d 128, factor 8, original 8192): every pair's
+ * frequencies before and after, the factor, and the band from the
+ * wavelength thresholds orig/high = 2048 and orig/low = 8192. */
+TEST(rope_pairs_llama3)
+{
+  struct ab_rope_params p;
+  struct ab_rope_pair pr[64];
+  struct ab_rope_scaling_info info;
+  double want[64];
+  int k, kept = 0, interp = 0;
+
+  ab_rope_params_init(&p);
+  p.head_dim = 128;
+  p.rope_theta = 500000;
+  p.rope_type = AB_ROPE_LLAMA3;
+  p.factor = 8;
+  p.original_max_position_embeddings = 8192;
+  CHECK_OK(ab_rope_pairs(&p, 131072, pr, &info));
+  ref_llama3(want, 128, 500000, 8, 1, 4, 8192);
+  CHECK_EQ_I64(info.rotary_dim, 128);
+  CHECK_EQ_I64(info.n_freq, 64);
+  CHECK_EQ_I64(info.original_max_position_embeddings, 8192);
+  CHECK_CLOSE(info.factor, 8, 0, 0);
+  CHECK_CLOSE(info.attention_factor, 1, 0, 0);
+  CHECK(isnan(info.yarn_low) && isnan(info.yarn_high));
+  for (k = 0; k < 64; k++) {
+    double orig = 1.0 / pow(500000.0, 2.0 * k / 128.0), wl = TWO_PI / orig;
+    int band = wl < 2048   ? AB_ROPE_BAND_KEPT
+               : wl > 8192 ? AB_ROPE_BAND_INTERPOLATED
+                           : AB_ROPE_BAND_RAMP;
+    CHECK_CLOSE(pr[k].inv_freq_original, orig, 1e-14, 0);
+    CHECK_CLOSE(pr[k].inv_freq, want[k], 1e-12, 0);
+    CHECK_CLOSE(pr[k].scale, want[k] / orig, 1e-12, 0);
+    CHECK_EQ_I64(pr[k].band, band);
+    if (band == AB_ROPE_BAND_RAMP) /* 1 - smooth */
+      CHECK_CLOSE(pr[k].ramp, 1 - (8192 / wl - 1) / 3, 1e-12, 0);
+    else
+      CHECK_CLOSE(pr[k].ramp, band == AB_ROPE_BAND_KEPT ? 0 : 1, 0, 0);
+    kept += band == AB_ROPE_BAND_KEPT;
+    interp += band == AB_ROPE_BAND_INTERPOLATED;
+  }
+  /* The split Meta's scaling is known for: the fast pairs kept, the slow
+   * ones divided by 8, a handful between. */
+  CHECK(kept == 29 && interp == 29);
+  return 0;
+}
+
+/* YaRN's bands against the paper's own rule (Peng et al. 2023, section
+ * 3.2): with r = orig / wavelength the rotations a pair makes over the
+ * original length, r > beta_fast keeps the pair, r < beta_slow
+ * interpolates it, and between it blends.  HF's ramp runs over the pair
+ * index (rounded outwards); its ends fall on the same pairs, truncated or
+ * not -- except where HF clamps the range's low end at pair 0 (a head
+ * whose fastest pair turns fewer than beta_fast times): that pair is kept
+ * where the paper would blend it (the third case). */
+TEST(rope_pairs_yarn_bands_match_the_paper)
+{
+  static const int64_t dims[3] = {128, 64, 16};
+  static const double thetas[3] = {10000, 1e6, 10000};
+  static const double facs[3] = {16, 4, 4};
+  static const int64_t origs[3] = {4096, 32768, 64};
+  struct ab_rope_params p;
+  struct ab_rope_pair pr[64];
+  struct ab_rope_scaling_info info;
+  double want[64];
+  int c, tr, k;
+
+  for (c = 0; c < 3; c++)
+    for (tr = 0; tr < 2; tr++) {
+      int64_t d = dims[c];
+      double att;
+      ab_rope_params_init(&p);
+      p.head_dim = d;
+      p.rope_theta = thetas[c];
+      p.rope_type = AB_ROPE_YARN;
+      p.factor = facs[c];
+      p.original_max_position_embeddings = origs[c];
+      p.truncate = tr;
+      CHECK_OK(ab_rope_pairs(&p, 1, pr, &info));
+      att = ref_yarn(want, d, thetas[c], facs[c], (double)origs[c], 32, 1, tr);
+      CHECK_CLOSE(info.attention_factor, att, 1e-15, 0);
+      CHECK(info.yarn_low >= 0 && info.yarn_high > info.yarn_low);
+      for (k = 0; k < d / 2; k++) {
+        double base = 1.0 / pow(thetas[c], 2.0 * k / (double)d);
+        double rot = (double)origs[c] / (TWO_PI / base);
+        int band = rot > 32  ? AB_ROPE_BAND_KEPT
+                   : rot < 1 ? AB_ROPE_BAND_INTERPOLATED
+                             : AB_ROPE_BAND_RAMP;
+        if (c == 2 && k == 0) /* r = 10.2 < 32, low clamped to 0 */
+          band = AB_ROPE_BAND_KEPT;
+        if (pr[k].band != band)
+          FAIL_AT("case %d truncate %d pair %d: band %d, the paper's %d "
+                  "(r = %g)",
+                  c, tr, k, pr[k].band, band, rot);
+        CHECK_CLOSE(pr[k].inv_freq, want[k], 1e-12, 0);
+        /* h = (1 - ramp) theta + ramp theta / s: the factor is the blend. */
+        CHECK_CLOSE(pr[k].scale, 1 - pr[k].ramp + pr[k].ramp / facs[c],
+                    1e-12, 0);
+      }
+    }
+  return 0;
+}
+
+/* Every other type: linear interpolates all, NTK and dynamic blend in
+ * log-frequency by 2k/(r-2) of the (effective) factor, LongRoPE by its
+ * divisors, default keeps all. */
+TEST(rope_pairs_other_types)
+{
+  struct ab_rope_params p;
+  struct ab_rope_pair pr[8];
+  struct ab_rope_scaling_info info;
+  static const double sf[8] = {1, 1, 1.1, 1.2, 1.5, 2, 3, 4};
+  static const double lf[8] = {1, 1.5, 2, 3, 4, 6, 8, 16};
+  int k;
+
+  ab_rope_params_init(&p);
+  p.head_dim = 16;
+  CHECK_OK(ab_rope_pairs(&p, 1, pr, &info));
+  for (k = 0; k < 8; k++)
+    CHECK(pr[k].band == AB_ROPE_BAND_KEPT && pr[k].scale == 1 &&
+          pr[k].ramp == 0);
+  CHECK(info.factor == 1 && info.rope_theta == 10000 &&
+        info.original_max_position_embeddings == 0);
+
+  p.rope_type = AB_ROPE_LINEAR;
+  p.factor = 4;
+  CHECK_OK(ab_rope_pairs(&p, 1, pr, NULL));
+  for (k = 0; k < 8; k++) {
+    CHECK(pr[k].band == AB_ROPE_BAND_INTERPOLATED && pr[k].ramp == 1);
+    CHECK_CLOSE(pr[k].scale, 0.25, 1e-15, 0);
+  }
+
+  p.rope_type = AB_ROPE_NTK;
+  CHECK_OK(ab_rope_pairs(&p, 1, pr, &info));
+  CHECK_CLOSE(info.rope_theta, 10000 * pow(4, 16.0 / 14.0), 1e-14, 0);
+  for (k = 0; k < 8; k++) {
+    CHECK_CLOSE(pr[k].scale, pow(4, -2.0 * k / 14.0), 1e-13, 0);
+    CHECK_CLOSE(pr[k].ramp, 2.0 * k / 14.0, 1e-15, 0);
+    CHECK_EQ_I64(pr[k].band, k == 0   ? AB_ROPE_BAND_KEPT
+                             : k == 7 ? AB_ROPE_BAND_INTERPOLATED
+                                      : AB_ROPE_BAND_RAMP);
+  }
+
+  /* Dynamic: nothing moves up to the original length; at 128 of 64 with
+   * factor 4 the effective factor is 4*2 - 3 = 5. */
+  p.rope_type = AB_ROPE_DYNAMIC;
+  p.max_position_embeddings = 64;
+  CHECK_OK(ab_rope_pairs(&p, 64, pr, &info));
+  for (k = 0; k < 8; k++)
+    CHECK(pr[k].band == AB_ROPE_BAND_KEPT && pr[k].scale == 1);
+  CHECK_CLOSE(info.factor, 1, 0, 0);
+  CHECK_OK(ab_rope_pairs(&p, 128, pr, &info));
+  CHECK_CLOSE(info.factor, 5, 1e-15, 0);
+  CHECK_CLOSE(info.rope_theta, 10000 * pow(5, 16.0 / 14.0), 1e-14, 0);
+  for (k = 0; k < 8; k++)
+    CHECK_CLOSE(pr[k].scale, pow(5, -2.0 * k / 14.0), 1e-13, 0);
+
+  longrope_params(&p, 16, sf, lf, 64, 256);
+  CHECK_OK(ab_rope_pairs(&p, 100, pr, &info));
+  CHECK_CLOSE(info.factor, 4, 0, 0);
+  for (k = 0; k < 8; k++) {
+    CHECK_CLOSE(pr[k].scale, 1 / lf[k], 1e-15, 0);
+    CHECK_CLOSE(pr[k].ramp, k == 0 ? 0 : log(lf[k]) / log(4), 1e-15, 0);
+  }
+  CHECK(pr[0].band == AB_ROPE_BAND_KEPT && pr[2].band == AB_ROPE_BAND_RAMP &&
+        pr[4].band == AB_ROPE_BAND_INTERPOLATED &&
+        pr[7].band == AB_ROPE_BAND_INTERPOLATED);
+  CHECK_OK(ab_rope_pairs(&p, 64, pr, NULL)); /* the short list */
+  CHECK_CLOSE(pr[3].scale, 1 / 1.2, 1e-15, 0);
+
+  /* Errors are ab_rope_inv_freq's. */
+  ab_rope_params_init(&p);
+  p.head_dim = 7;
+  CHECK_FAILS(ab_rope_pairs(&p, 1, pr, NULL), AB_STATUS_INVALID_ARG,
+              "head_dim");
+  return 0;
+}
+
+/* RoFormer's bound, written from its definition with each partial sum
+ * formed afresh (quadratic), and the mean cosine. */
+static void ref_decay(const double *inv, int64_t P, double r, double *bound,
+                      double *mean)
+{
+  double sum = 0, mc = 0;
+  int64_t j, k;
+
+  for (j = 1; j <= P; j++) {
+    double re = 0, im = 0;
+    for (k = 0; k < j; k++) {
+      re += cos(r * inv[k]);
+      im += sin(r * inv[k]);
+    }
+    sum += sqrt(re * re + im * im);
+  }
+  for (k = 0; k < P; k++)
+    mc += cos(r * inv[k]);
+  *bound = sum / (double)P;
+  *mean = mc / (double)P;
+}
+
+TEST(rope_decay_matches_its_definition)
+{
+  double inv[64], r[7] = {0, 1, 2, 10, 100, 1000, 65535.5};
+  double bound[7], mean[7], b2[7], m2[7], wb, wm;
+  ab_job_t *job = NULL;
+  int i;
+
+  ref_default(inv, 128, 10000);
+  CHECK_OK(ab_rope_decay(inv, 64, r, 7, bound, mean));
+  for (i = 0; i < 7; i++) {
+    ref_decay(inv, 64, r[i], &wb, &wm);
+    CHECK_CLOSE(bound[i], wb, 1e-12, 1e-14);
+    CHECK_CLOSE(mean[i], wm, 1e-12, 1e-14);
+  }
+  /* At distance 0 every partial sum is j: the bound is (P+1)/2. */
+  CHECK_CLOSE(bound[0], 32.5, 1e-15, 0);
+  CHECK_CLOSE(mean[0], 1, 1e-15, 0);
+  /* It decays (RoFormer's figure 2): far below its start at 1000. */
+  CHECK(bound[5] < 0.25 * bound[0]);
+
+  /* The job, pieces in reverse, one output only. */
+  CHECK_OK(ab_rope_decay_job(inv, 64, r, 7, b2, NULL, &job));
+  CHECK(ab_job_pieces(job) >= 1 && ab_job_flops(job) > 0);
+  for (i = (int)ab_job_pieces(job) - 1; i >= 0; i--)
+    CHECK_OK(ab_job_run(job, i, NULL));
+  ab_job_free(job);
+  CHECK_OK(ab_rope_decay_job(inv, 64, r, 7, NULL, m2, &job));
+  CHECK_OK(ab_job_run_all(job));
+  ab_job_free(job);
+  for (i = 0; i < 7; i++)
+    CHECK(b2[i] == bound[i] && m2[i] == mean[i]);
+
+  CHECK_FAILS(ab_rope_decay(inv, 0, r, 7, bound, mean), AB_STATUS_INVALID_ARG,
+              "inv_freq");
+  CHECK_FAILS(ab_rope_decay(inv, 64, r, 0, bound, mean),
+              AB_STATUS_INVALID_ARG, "r");
+  CHECK_FAILS(ab_rope_decay(inv, 64, r, 7, NULL, NULL), AB_STATUS_INVALID_ARG,
+              "bound");
+  r[3] = NAN;
+  CHECK_FAILS(ab_rope_decay_job(inv, 64, r, 7, bound, mean, &job),
+              AB_STATUS_INVALID_ARG, "r");
+  CHECK(job == NULL);
+  return 0;
+}
+
 /* ==== SIMD kernels vs the reference ======================================= */
 
 /* Every ISA this CPU runs: cos/sin of random, boundary and huge angles

@@ -39,7 +39,8 @@ a JSON Pointer to the culprit -- and ``retry_after`` for 503).  A 503 with
 server did not use raise an :class:`IgnoredFieldsWarning`.
 
 The plotting helpers (:func:`plot_bias`, :func:`plot_attention`,
-:func:`plot_rope`) need matplotlib, imported on their first use only.
+:func:`plot_rope`, :func:`plot_analysis`) need matplotlib, imported on
+their first use only.
 
 A Client keeps one HTTP/1.1 connection open; use one Client per thread.
 """
@@ -52,13 +53,13 @@ from ._client import AttnbiasError, Client, IgnoredFieldsWarning, __version__
 from ._wire import BFloat16, safetensors_dumps, safetensors_loads
 
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them
-    from .plotting import plot_attention, plot_bias, plot_rope
+    from .plotting import plot_analysis, plot_attention, plot_bias, plot_rope
 
 __all__ = ["Client", "AttnbiasError", "IgnoredFieldsWarning", "BFloat16",
            "safetensors_dumps", "safetensors_loads", "plot_bias",
-           "plot_attention", "plot_rope", "__version__"]
+           "plot_attention", "plot_rope", "plot_analysis", "__version__"]
 
-_PLOTTING = ("plot_bias", "plot_attention", "plot_rope")
+_PLOTTING = ("plot_bias", "plot_attention", "plot_rope", "plot_analysis")
 
 
 def __getattr__(name: str) -> Any:

@@ -15,8 +15,8 @@ from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional,
                     Sequence, Tuple, Union, cast)
 
 from ._wire import (BF16Mode, WireTensor, as_wire_tensor, b64_tensor,
-                    decode_json_output, jsonable, safetensors_dumps,
-                    safetensors_loads)
+                    decode_json_output, decode_metadata_output, jsonable,
+                    safetensors_dumps, safetensors_loads)
 
 __all__ = ["Client", "AttnbiasError", "IgnoredFieldsWarning"]
 
@@ -460,10 +460,9 @@ class Client:
             arrays, meta = safetensors_loads(data, self.bfloat16)
             out: Dict[str, Any] = dict(arrays)
             for k, v in meta.items():
-                try:
-                    out[k] = float(v)
-                except ValueError:
-                    pass  # metadata that is not a scalar output
+                value = decode_metadata_output(v)
+                if value is not None:  # else metadata that is no output
+                    out[k] = value
             return out
         if rtype in (JSON, "application/problem+json"):
             obj = json.loads(data.decode("utf-8"))
@@ -683,3 +682,54 @@ class Client:
         sel: Dict[str, Any] = {"heads": list(heads)} if heads is not None else {"head": head}
         return self._png("/v1/attention", dict(q=q, k=k, v=v, batch=batch, **sel, **params))
 
+    def analysis(self, kind: str, seq_len: int, *, model: Optional[str] = None,
+                 config: Optional[Mapping[str, Any]] = None,
+                 **params: Any) -> Dict[str, Any]:
+        """What a position encoding does at a length (``POST /v1/analysis``).
+
+        Args:
+            kind: ``"rope"`` (per frequency pair of a RoPE config: wavelengths
+                before and after its scaling, turns within the trained
+                length and within ``seq_len``, which pairs reach angles they
+                never saw, the factor and band of each pair, RoFormer's
+                decay), ``"bias"`` (per head of a bias family: ALiBi's
+                slopes and reach, T5's buckets and where they begin, the
+                bias against distance) or ``"extend"`` (the planner: the
+                config fields of linear, NTK, dynamic NTK, YaRN and Llama 3
+                scaling from the trained length to ``seq_len``, with every
+                per-pair number of each, a row per method).
+            seq_len: the length analysed (the target of ``"extend"``).
+            model, config: as for :meth:`rope`.
+            **params: the RoPE fields of :meth:`rope` (``head_dim``,
+                ``rope_theta``, ``max_position_embeddings`` -- the trained
+                length --, ``rope_scaling``, ...) or the bias fields of
+                :meth:`bias` (``method``, ``num_heads`` and the method's
+                parameters); ``points`` (decay samples).
+
+        Returns:
+            a dict of arrays and numbers (``"methods"`` and ``"configs"`` of
+            ``"extend"`` are a list and a dict);
+            :func:`attnbias.plot_analysis` draws it.
+
+        Example::
+
+            a = ab.analysis("rope", 131072, head_dim=128, rope_theta=500000,
+                            max_position_embeddings=131072,
+                            rope_scaling={"rope_type": "llama3", "factor": 8,
+                                          "original_max_position_embeddings": 8192})
+            a["wavelength"][:3], a["seen"].sum()
+            plan = ab.analysis("extend", 32768, head_dim=128,
+                               max_position_embeddings=4096)
+            plan["configs"]["yarn"]        # fields to paste into config.json
+        """
+        return cast(Dict[str, Any], self.request("/v1/analysis", dict(
+            kind=kind, seq_len=seq_len, model=model, config=config, **params)))
+
+    def analysis_png(self, kind: str, seq_len: int, plot: Optional[str] = None,
+                     **params: Any) -> bytes:
+        """The server's own plot of :meth:`analysis` (``Accept: image/png``):
+        ``plot`` is ``"wavelength"``, ``"decay"``, ``"scale"`` (rope,
+        extend), ``"bias"``, ``"reach"`` or ``"buckets"`` (bias).  Returns
+        the PNG bytes."""
+        return self._png("/v1/analysis", dict(kind=kind, seq_len=seq_len, plot=plot,
+                                              **params))

@@ -272,3 +272,19 @@ def decode_json_output(value: Any, bfloat16: BF16Mode = "float32") -> Any:
     if isinstance(value, str) and value in ("inf", "-inf", "nan"):
         return float(value)
     return value
+
+
+def decode_metadata_output(text: str) -> Any:
+    """A safetensors ``__metadata__`` value of an answer: a scalar output
+    (decimal text, or "inf"/"nan") as a float, a JSON-valued output (the
+    planner's ``methods`` and ``configs`` of ``/v1/analysis``) decoded;
+    None for anything else (not an output)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, (list, dict)) else None

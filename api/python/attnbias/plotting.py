@@ -32,7 +32,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-__all__ = ["plot_bias", "plot_attention", "plot_rope", "MASKED_COLOR", "INVALID_COLOR"]
+__all__ = ["plot_bias", "plot_attention", "plot_rope", "plot_analysis", "ANALYSIS_PLOTS",
+           "MASKED_COLOR", "INVALID_COLOR"]
 
 #: Colour of masked cells (-inf bias, zero weight): mid grey, on no ramp.
 MASKED_COLOR = "#999999"
@@ -324,3 +325,163 @@ def plot_rope(tables: Union[RopeTables, Mapping[str, RopeTables]], *, which: str
     if title:
         fig.suptitle(title)
     return fig
+
+
+# ==========================================================================
+# analysis (Client.analysis): the server's image/png plots, as Figures
+# ==========================================================================
+
+#: The plots of each kind of ``Client.analysis`` answer, the first the default.
+ANALYSIS_PLOTS: Dict[str, Tuple[str, ...]] = {
+    "rope": ("wavelength", "decay", "scale"),
+    "extend": ("scale", "wavelength", "decay"),
+    "bias": ("bias", "reach", "buckets")}
+
+
+def _analysis_kind(result: Mapping[str, Any]) -> str:
+    if "methods" in result:
+        return "extend"
+    if "inv_freq" in result:
+        return "rope"
+    if "bias" in result or "buckets" in result:
+        return "bias"
+    raise ValueError("not an answer of Client.analysis: %s" % sorted(result))
+
+
+def _f64(result: Mapping[str, Any], name: str) -> FloatArray:
+    return np.asarray(result[name], dtype=np.float64)
+
+
+def _rows(a: FloatArray) -> FloatArray:
+    return a if a.ndim == 2 else a[None]
+
+
+def plot_analysis(result: Mapping[str, Any], plot: Optional[str] = None, *,
+                  figsize: Tuple[float, float] = (8.0, 4.5)) -> Figure:
+    """An answer of ``Client.analysis`` drawn as the server's own plots are.
+
+    Args:
+        result: the dict ``Client.analysis`` returned.
+        plot: ``"wavelength"``, ``"decay"`` or ``"scale"`` for kinds rope
+            and extend; ``"bias"``, ``"reach"`` or ``"buckets"`` (t5) for
+            kind bias.  Default: the first of :data:`ANALYSIS_PLOTS` for the
+            kind (``"buckets"`` for T5 without bias values).
+        figsize: inches.
+
+    Returns:
+        A Figure with titled axes and a legend; the trained and target
+        lengths (or thresholds) as dashed lines.
+    """
+    kind = _analysis_kind(result)
+    if plot is None:
+        plot = "buckets" if kind == "bias" and "bias" not in result else ANALYSIS_PLOTS[kind][0]
+    if plot not in ANALYSIS_PLOTS[kind]:
+        raise ValueError("plot %r is not drawn for kind %s (one of %s)"
+                         % (plot, kind, ", ".join(ANALYSIS_PLOTS[kind])))
+    fig = Figure(figsize=figsize, layout="constrained")
+    ax = fig.add_subplot()
+    if kind == "bias":
+        _draw_bias_analysis(ax, result, plot)
+    else:
+        _draw_rope_analysis(ax, result, plot, kind)
+    ax.grid(True, color="#e4e4e4", linewidth=0.8)
+    ax.set_axisbelow(True)
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False,
+                  fontsize="small", ncols=1 if len(handles) <= 16 else 2)
+    return fig
+
+
+def _row_names(result: Mapping[str, Any], kind: str, n: int) -> List[str]:
+    return [str(m) for m in result["methods"]] if kind == "extend" else ["configured"] * n
+
+
+def _draw_rope_analysis(ax: Axes, result: Mapping[str, Any], plot: str, kind: str) -> None:
+    trained = float(result["trained_len"])
+    if plot == "decay":
+        r, bound = _f64(result, "decay_distance"), _rows(_f64(result, "decay_bound"))
+        for name, b in zip(_row_names(result, kind, len(bound)), bound):
+            ax.plot(r[1:], b[1:] / b[0], label="RoFormer bound" if kind == "rope" else name)
+        if kind == "rope":
+            ax.plot(r[1:], _f64(result, "decay_mean_cos")[1:], label="mean cos(r theta_k)")
+        ax.set_xscale("log")
+        if trained < r[-1]:
+            ax.axvline(trained, color="#777", linestyle="--", linewidth=1,
+                       label="trained %d" % trained)
+        ax.set_xlabel("relative distance r (tokens)")
+        ax.set_ylabel("value / value at r = 0")
+        ax.set_title("RoPE long-term decay (RoFormer 3.4.3)")
+        return
+    k = np.arange(_rows(_f64(result, "inv_freq")).shape[1])
+    if plot == "scale":
+        rows = _rows(_f64(result, "scale"))
+        for name, row in zip(_row_names(result, kind, len(rows)), rows):
+            ax.plot(k, row, label=name)
+        ax.set_ylabel("scaled / original frequency")
+        ax.set_title("frequency factor per pair")
+    else:
+        rows = _rows(_f64(result, "wavelength"))
+        if kind == "rope":
+            ax.plot(k, _f64(result, "wavelength_original"), linestyle="--", color="#888",
+                    label="unscaled")
+        for name, row in zip(_row_names(result, kind, len(rows)), rows):
+            ax.plot(k, row, label=name)
+        # The analysed length: the last decay distance plus one.
+        seq = int(round(float(_f64(result, "decay_distance")[-1]))) + 1
+        ax.axhline(trained, color="#777", linestyle="--", linewidth=1,
+                   label="trained %d" % trained)
+        if seq != trained:
+            ax.axhline(seq, color="#444", linestyle=":", linewidth=1, label="seq_len %d" % seq)
+        ax.set_ylabel("wavelength 2 pi / theta_k (tokens)")
+        ax.set_title("RoPE wavelength per pair")
+    ax.set_yscale("log")
+    ax.set_xlabel("pair index k")
+
+
+def _draw_bias_analysis(ax: Axes, result: Mapping[str, Any], plot: str) -> None:
+    if plot == "buckets":
+        if "buckets" not in result:
+            raise ValueError("plot 'buckets' needs a t5 answer")
+        # On a log axis (T5's buckets are spaced logarithmically) from
+        # distance 1; distance 0 is bucket 0 in both directions.
+        b = np.asarray(result["buckets"])
+        d = np.arange(len(b))
+        ax.step(d[1:], b[1:], where="post", label="keys before the query")
+        if "buckets_after" in result:
+            ax.step(d[1:], np.asarray(result["buckets_after"])[1:], where="post",
+                    label="keys after the query")
+        sat = float(result["saturation_distance"])
+        ax.axvline(sat, color="#777", linestyle="--", linewidth=1,
+                   label="last bucket from %d" % sat)
+        ax.set_xscale("log")
+        ax.set_xlabel("distance |key - query| (tokens)")
+        ax.set_ylabel("bucket")
+        ax.set_title("T5 bucket of each distance")
+        return
+    if "bias" not in result:
+        raise ValueError("plot %r needs bias values (t5: send its table)" % plot)
+    if plot == "reach":
+        for name, ratio in (("reach_10", 10), ("reach_100", 100)):
+            v = _f64(result, name)
+            ax.plot(np.arange(len(v)), np.where(np.isfinite(v), v, np.nan), marker="o",
+                    linewidth=1, label="weight / %d" % ratio)
+        ax.set_yscale("log")
+        ax.set_xlabel("head")
+        ax.set_ylabel("distance (tokens)")
+        ax.set_title("distance at which the bias alone cuts a weight")
+        return
+    bias = _rows(_f64(result, "bias"))
+    d = np.arange(bias.shape[1])
+    for h, row in enumerate(bias):
+        if "bucket_start" in result:
+            ax.step(d, row, where="post", label="head %d" % h)
+        else:
+            ax.plot(d, row, label="head %d" % h)
+    if bias[:, 0].max() == 0 and bias.min() > -20 * math.log(100):
+        for ratio in (10, 100):
+            ax.axhline(-math.log(ratio), color="#777", linestyle="--", linewidth=1,
+                       label="weight / %d" % ratio)
+    ax.set_xlabel("distance to an earlier key (tokens)")
+    ax.set_ylabel("bias added to the score")
+    ax.set_title("bias against distance (the query last)")

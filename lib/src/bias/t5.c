@@ -121,6 +121,36 @@ int32_t ab_t5_bucket(int64_t rel, int64_t num_buckets, int bidirectional,
   return (int32_t)(ret + t5_mag_bucket(n, nbd, max_distance));
 }
 
+enum ab_status ab_t5_bucket_starts(int64_t num_buckets, int bidirectional,
+                                   int64_t max_distance, int64_t *first)
+{
+  const int64_t nbd = bidirectional ? num_buckets / 2 : num_buckets;
+  enum ab_status st;
+  int64_t b;
+
+  if ((st = ab_t5_check(num_buckets, bidirectional, max_distance)))
+    return st;
+  if (!first)
+    return ab__fail(AB_STATUS_INVALID_ARG, "first", "first is NULL");
+  /* The bucket of a distance never decreases with it (a chain of monotone
+   * roundings), and the top bucket is reached by max_distance at the
+   * latest (the logarithm's quotient is then 1, give or take a rounding,
+   * and the result is clamped).  So the smallest distance of each bucket
+   * is a bisection over [0, max_distance], whatever max_distance is. */
+  for (b = 0; b < nbd; b++) {
+    int64_t lo = 0, hi = max_distance; /* bucket(hi) >= b */
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if (t5_mag_bucket(mid, nbd, max_distance) >= b)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    first[b] = t5_mag_bucket(lo, nbd, max_distance) == b ? lo : -1;
+  }
+  return AB_STATUS_OK;
+}
+
 /* Bucket of rel = key - query for a resolved T5 bias (lookup table). */
 static int32_t t5_bucket_of(const struct t5 *t, int64_t rel)
 {

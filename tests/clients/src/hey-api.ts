@@ -107,6 +107,32 @@ await check("attention (.npy answer)", async () => {
   lib.checkNpyOutput(lib.bytesOf(response, data, type));
 });
 
+await check("analysis (bias)", async () => {
+  const body = copy(req.analysisAlibi);
+  const { data } = await sdk.analysis({ body });
+  lib.verify(data, lib.checkAnalysisAlibi, await lib.direct(url, "/v1/analysis", body));
+});
+
+await check("analysis (rope)", async () => {
+  lib.verify((await sdk.analysis({ body: copy(req.analysisRope) })).data, lib.checkAnalysisRope);
+});
+
+await check("analysis (a preset's config)", async () => {
+  lib.verify((await sdk.analysis({ body: copy(req.analysisPreset) })).data, lib.checkAnalysisPreset);
+});
+
+await check("explorer", async () => {
+  lib.checkExplorerPage((await sdk.explorer({ parseAs: "text" })).data);
+});
+
+await check("explorerScript", async () => {
+  lib.checkExplorerScript((await sdk.explorerScript({ parseAs: "text" })).data);
+});
+
+await check("explorerStyle", async () => {
+  lib.checkExplorerStyle((await sdk.explorerStyle({ parseAs: "text" })).data);
+});
+
 await check("400 names the field", async () => {
   const { data, error, response } = await sdk.rope({ body: { head_dim: 8, rotary_dim: 7, positions: 4 } });
   assert(data === undefined && response.status === 400, `status ${response.status}`);

@@ -238,6 +238,31 @@ export function checkPng(buf: ArrayBuffer): void {
   assert(view.getUint32(16) > 0 && view.getUint32(20) > 0, "PNG of no pixels");
 }
 
+/** /v1/analysis, kind bias (docs/methods.md#analysis): ALiBi's slopes
+ * 2^(-8(h+1)/H), the reach ln(10)/m and ln(100)/m, the bias -m*r of a key r
+ * before the query. */
+export function alibiAnalysis(heads: number, n: number): { slopes: number[]; reach10: number[]; reach100: number[]; bias: number[] } {
+  const slopes = Array.from({ length: heads }, (_, h) => 2 ** (-8 * (h + 1) / heads));
+  return {
+    slopes,
+    reach10: slopes.map((m) => Math.log(10) / m),
+    reach100: slopes.map((m) => Math.log(100) / m),
+    bias: slopes.flatMap((m) => Array.from({ length: n }, (_, r) => -m * r)),
+  };
+}
+
+/** /v1/analysis, kind rope, unscaled: wavelengths 2*pi/theta_k, turns
+ * within the trained length, and "seen": only the pairs whose wavelength
+ * fits in the trained length have seen every angle of a longer context. */
+export function ropeAnalysis(headDim: number, trained: number): { wavelength: number[]; turns: number[]; seen: number[] } {
+  const wavelength = invFreq(headDim).map((f) => (2 * Math.PI) / f);
+  return {
+    wavelength,
+    turns: wavelength.map((w) => trained / w),
+    seen: wavelength.map((w) => (w <= trained ? 1 : 0)),
+  };
+}
+
 // ------------------------------------------------------------ the requests
 
 /** The requests both programs send, with what the answers must hold. */
@@ -248,6 +273,9 @@ export const req = {
   ropeApply: { head_dim: 8, positions: [1, 7], q: [[1, 2, 3, 4, 5, 6, 7, 8], [-1, 0.5, 2, 0, 1, 1, -3, 4]] },
   alibi: { method: "alibi", num_heads: 4, q_len: 4, causal: true },
   kerple: { method: "kerple", variant: "log", num_heads: 1, q_len: 5, r1: [2.0], r2: [0.5], causal: true },
+  analysisAlibi: { kind: "bias", method: "alibi", num_heads: 4, seq_len: 6 },
+  analysisRope: { kind: "rope", seq_len: 64, head_dim: 8, max_position_embeddings: 16, points: 4 },
+  analysisPreset: { kind: "extend", model: "llama-2-7b", seq_len: 16384, points: 4 },
   attention: {
     q: [[1, 0], [0, 1]],
     k: [[1, 0], [0, 1], [0.5, -1]],
@@ -278,6 +306,8 @@ export const want = {
   ropeApply: ropeApply(copy(req.ropeApply.q), [1, 7]),
   alibi: alibiCausal(4, 4),
   kerple: kerpleLogCausal(2, 0.5, 5),
+  analysisAlibi: alibiAnalysis(4, 6),
+  analysisRope: ropeAnalysis(8, 16),
   attention: attentionCausal(copy(req.attention.q), copy(req.attention.k), copy(req.attention.v)),
 };
 
@@ -347,6 +377,45 @@ export function checkAlibi(r: { bias?: Tensor; buckets?: Tensor }): void {
   assert(r.buckets === undefined, "buckets sent without being asked");
   same(r.bias?.shape, [4, 4, 4], "bias shape");
   close(values(r.bias, "bias"), want.alibi, TOL, "bias");
+}
+
+export function checkAnalysisAlibi(r: { slopes?: Tensor; reach_10?: Tensor; reach_100?: Tensor; bias?: Tensor }): void {
+  close(values(r.slopes, "slopes"), want.analysisAlibi.slopes, 0, "slopes");
+  close(values(r.reach_10, "reach_10"), want.analysisAlibi.reach10, TOL, "reach_10");
+  close(values(r.reach_100, "reach_100"), want.analysisAlibi.reach100, TOL, "reach_100");
+  same(r.bias?.shape, [4, 6], "bias shape");
+  close(values(r.bias, "bias"), want.analysisAlibi.bias, TOL, "bias");
+}
+
+/** /v1/analysis, kind extend, from the llama-2-7b preset (head_dim 128,
+ * rope_theta 10000, trained 4096): the planner to 16384, factor 4; NTK's
+ * base theta * s^(d/(d-2)), linear's rope_scaling. */
+export function checkAnalysisPreset(r: { trained_len?: number; factor?: number; configs?: Record<string, { rope_theta?: number; rope_scaling?: unknown }> }): void {
+  assert(r.trained_len === 4096 && r.factor === 4, `trained_len ${r.trained_len}, factor ${r.factor}`);
+  close([r.configs?.ntk?.rope_theta ?? NaN], [10000 * 4 ** (128 / 126)], 1e-12, "ntk rope_theta");
+  same(r.configs?.linear?.rope_scaling, { rope_type: "linear", factor: 4 }, "linear rope_scaling");
+}
+
+export function checkAnalysisRope(r: { trained_len?: number; wavelength_original?: Tensor; turns_trained?: Tensor; seen?: Tensor }): void {
+  assert(r.trained_len === 16, `trained_len ${r.trained_len}`);
+  close(values(r.wavelength_original, "wavelength_original"), want.analysisRope.wavelength, TOL, "wavelength");
+  close(values(r.turns_trained, "turns_trained"), want.analysisRope.turns, TOL, "turns_trained");
+  same(values(r.seen, "seen"), want.analysisRope.seen, "seen");
+}
+
+/** The explorer page and its assets (text, whatever type a generator gave
+ * them): the page names its script and style sheet, which are there. */
+export function checkExplorerPage(html: unknown): void {
+  assert(typeof html === "string" && html.includes("<title>attnbias explorer</title>"), "not the explorer page");
+  assert(html.includes('src="/explorer.js"') && html.includes('href="/explorer.css"'), "page assets");
+}
+
+export function checkExplorerScript(js: unknown): void {
+  assert(typeof js === "string" && js.includes("/v1/analysis"), "explorer.js does not call /v1/analysis");
+}
+
+export function checkExplorerStyle(css: unknown): void {
+  assert(typeof css === "string" && css.includes(".charts"), "explorer.css");
 }
 
 export function checkKerple(r: { bias?: Tensor }): void {

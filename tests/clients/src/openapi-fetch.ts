@@ -109,6 +109,40 @@ await check("POST /v1/attention (.npy answer)", async () => {
   lib.checkNpyOutput(lib.bytesOf(response, data, type));
 });
 
+await check("POST /v1/analysis (bias)", async () => {
+  const body = copy(req.analysisAlibi);
+  const { data } = await api.POST("/v1/analysis", { body });
+  lib.verify(data, lib.checkAnalysisAlibi, await lib.direct(url, "/v1/analysis", body));
+});
+
+await check("POST /v1/analysis (rope)", async () => {
+  lib.verify((await api.POST("/v1/analysis", { body: copy(req.analysisRope) })).data, lib.checkAnalysisRope);
+});
+
+await check("POST /v1/analysis (a preset's config)", async () => {
+  lib.verify((await api.POST("/v1/analysis", { body: copy(req.analysisPreset) })).data, lib.checkAnalysisPreset);
+});
+
+await check("POST /v1/analysis (png)", async () => {
+  const type = "image/png";
+  const { data, response } = await api.POST("/v1/analysis", { body: copy(req.analysisRope), headers: { Accept: type }, parseAs: "arrayBuffer" });
+  lib.checkPng(lib.bytesOf(response, data, type));
+});
+
+await check("GET / (the explorer page)", async () => {
+  const { data, response } = await api.GET("/", { parseAs: "text" });
+  assert(response.headers.get("content-security-policy")?.includes("script-src 'self'"), "CSP");
+  lib.checkExplorerPage(data);
+});
+
+await check("GET /explorer.js", async () => {
+  lib.checkExplorerScript((await api.GET("/explorer.js", { parseAs: "text" })).data);
+});
+
+await check("GET /explorer.css", async () => {
+  lib.checkExplorerStyle((await api.GET("/explorer.css", { parseAs: "text" })).data);
+});
+
 await check("400 names the field", async () => {
   const { data, error, response } = await api.POST("/v1/rope", { body: { head_dim: 8, rotary_dim: 7, positions: 4 } });
   assert(data === undefined && response.status === 400, `status ${response.status}`);
