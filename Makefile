@@ -6,6 +6,8 @@
 #   make run        server on 127.0.0.1:8080  make bench    benchmark table
 #   make asan       tests under ASan+UBSan    make install  PREFIX=/usr/local
 #   make test-repeat N=10   the HTTP suite N times in a row, every core busy
+#   make fuzz       libFuzzer targets, FUZZ_SECONDS each (TARGET=one of them;
+#                   see "fuzzing" below and docs/internals/fuzzing.md)
 #   make image      container image (podman)  make image-test  build + exercise it
 #   make soak       a minute of overload (README "Reliability")
 
@@ -64,17 +66,24 @@ server: $(SERVER)
 # Installs whichever package of docker/packages-build.txt is missing
 # (apt-get install -y, as root on Debian); otherwise says what to install.
 DEPS_STAMP = $(BUILD)/.deps-ok
+# Shell: $missing = the packages of the lists $(1) not installed.
+missing_pkgs = missing=""; \
+  for p in $$(grep -hv '^\#' $(1) | grep -v '^$$'); do \
+    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' \
+      || missing="$$missing $$p"; done
+# Shell: install the packages $(1) (apt's output to the file $(2)), waiting
+# for anyone else's apt to finish; updates the index once if needed.
+APT_GET = apt-get -o DPkg::Lock::Timeout=600
+apt_install = ($(APT_GET) install -y -q $(1) || \
+  ($(APT_GET) update -q && $(APT_GET) install -y -q $(1))) >$(2) 2>&1
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP): docker/packages-build.txt docker/packages-runtime.txt
 	@mkdir -p $(@D)
-	@missing=""; for p in $$(grep -hv '^#' $^ | grep -v '^$$'); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' \
-	    || missing="$$missing $$p"; done; \
+	@$(call missing_pkgs,$^); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing:$$missing"; \
-	    (apt-get install -y -q $$missing || \
-	     (apt-get update -q && apt-get install -y -q $$missing)) >$(BUILD)/apt.log 2>&1 \
+	    $(call apt_install,$$missing,$(BUILD)/apt.log) \
 	     || { cat $(BUILD)/apt.log; exit 1; }; \
 	  else echo "missing Debian packages:$$missing (apt-get install them)"; \
 	    exit 1; fi; fi; touch $@
@@ -94,8 +103,8 @@ npm-deps: $(NPM_STAMPS)
 	@command -v npm >/dev/null || \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing: nodejs npm"; \
-	    apt-get -o DPkg::Lock::Timeout=600 install -y -q nodejs npm \
-	      >$(BUILD)/apt-npm.log 2>&1 || { cat $(BUILD)/apt-npm.log; exit 1; }; \
+	    $(call apt_install,nodejs npm,$(BUILD)/apt-npm.log) \
+	      || { cat $(BUILD)/apt-npm.log; exit 1; }; \
 	  else echo "npm is missing (apt-get install nodejs npm)"; exit 1; fi
 	@echo "npm ci in $*"
 	@(cd $* && npm ci --no-audit --no-fund) >$(BUILD)/npm-$(notdir $*).log 2>&1 \
@@ -161,17 +170,16 @@ run: $(DEPS_STAMP) $(SERVER)
 # missing.
 CHROMIUM_STAMP = $(BUILD)/.chromium-ok
 
-test: $(DEPS_STAMP) npm-deps $(CHROMIUM_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS)) $(SOAK_BIN)
-	@tests/run-all.sh $(BUILD) $(PYTHON)
+test: $(DEPS_STAMP) npm-deps $(CHROMIUM_STAMP) all $(TESTS) $(if $(SUNIT),$(STESTS)) \
+      $(SOAK_BIN) fuzz-build
+	@tests/run-all.sh $(BUILD) $(PYTHON) $(FUZZ_BUILD)
 
 $(CHROMIUM_STAMP): | $(DEPS_STAMP)
 	@test -x /usr/bin/chromium || \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing: chromium"; \
-	    (apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium || \
-	     (apt-get -o DPkg::Lock::Timeout=600 update -q && \
-	      apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium)) \
-	      >$(BUILD)/apt-chromium.log 2>&1 || { cat $(BUILD)/apt-chromium.log; exit 1; }; \
+	    $(call apt_install,chromium,$(BUILD)/apt-chromium.log) \
+	      || { cat $(BUILD)/apt-chromium.log; exit 1; }; \
 	  else echo "chromium is missing (apt-get install chromium)"; exit 1; fi
 	@touch $@
 
@@ -249,8 +257,8 @@ bench: bench-deps $(DEPS_STAMP) $(BENCH_BIN) $(BARE_BIN) $(if $(SRV_SRC),$(SERVE
 # build, whose threads torch's thread count governs), and wrk.  apt waits
 # for a lock other users of the machine hold.  Not root: says what is
 # missing, and the bench skips those rows with a clear line.
-BENCH_APT = apt-get -o DPkg::Lock::Timeout=600
 bench-deps:
+	@mkdir -p $(BUILD)
 	@missing=""; \
 	$(PYTHON) -c 'import torch' 2>/dev/null || missing="$$missing python3-torch"; \
 	dpkg-query -W -f='$${Status}' libopenblas0-pthread 2>/dev/null | \
@@ -259,8 +267,8 @@ bench-deps:
 	if [ -z "$$missing" ]; then echo "bench tools present (wrk, python3-torch, libopenblas0-pthread)"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "installing:$$missing"; \
-	  $(BENCH_APT) install -y -q $$missing || \
-	    ($(BENCH_APT) update -q && $(BENCH_APT) install -y -q $$missing); \
+	  $(call apt_install,$$missing,$(BUILD)/apt-bench.log) || \
+	    { cat $(BUILD)/apt-bench.log; exit 1; }; \
 	else echo "missing:$$missing (not root: install them with apt-get; the bench skips what needs them)"; fi
 
 # ---- soak -------------------------------------------------------------------
@@ -283,44 +291,156 @@ soak: $(DEPS_STAMP) $(SERVER) $(SOAK_BIN)
 	  --out bench/soak.json
 
 # ---- fuzzing ----------------------------------------------------------------
-# `make fuzz` rebuilds the codec with clang's libFuzzer, ASan and UBSan in
-# $(FUZZ_BUILD)/ and fuzzes tests/fuzz/fuzz-codec.c for FUZZ_SECONDS from a
-# scratch copy of tests/fuzz/corpus/ (add any crash it finds there).
-# `make fuzz-replay` replays the corpus with the normal compiler; the server
-# test binary also replays it (tests/server/test-codec-fuzz.c).
+# One libFuzzer target per parser of client input, each a file of tests/fuzz/
+# defining LLVMFuzzerTestOneInput (docs/internals/fuzzing.md):
+#   codec            request decoding (Content-Type, Accept, JSON, safetensors),
+#                    tensors by path, the answer in every format, problem+json
+#   params-<route>   one route's parameters from JSON: decode, the model
+#                    config step, prepare (tables, budgets), run, finish,
+#                    encode -- encodings, rope, bias,
+#                    attention (one fuzz-params.c, built once per route)
+#   safetensors      safetensors bodies: header, __metadata__.params, a route's
+#                    prepare (also on a partly arrived body), answer round trip
+#   npy              the .npy writer, read back by the target's own reader
+#   b64              base64: the strict decoder, the canonical round trip
+#   number           float32/float64 formatters round-trip bit-exactly; the
+#                    JSON number reader agrees with jansson
+#   png              the PNG heatmap on any shape, panels and values, read by
+#                    libpng
+#   model            a model's config.json through the resolver
+#                    (srv_model_resolve), for any layer
+# Each is linked twice from the same objects, so a missing symbol fails both:
+#   $(BUILD)/fuzz/<t>       with tests/fuzz/standalone.c, any compiler: replays
+#                           inputs (make test replays every corpus with it)
+#   $(FUZZ_BUILD)/fuzz/<t>  with clang's libFuzzer, ASan and UBSan; make test
+#                           builds them when clang is present (installed as
+#                           root from docker/packages-fuzz.txt) and replays
+#                           the corpora with them too
+# Corpora: tests/fuzz/corpus/<t>/ (minimised; files named crash-* reproduce
+# fixed bugs and are always kept).
+#   make fuzz [TARGET=t] [FUZZ_SECONDS=60] [FUZZ_FLAGS=...]
+#       fuzz every target (or t) for FUZZ_SECONDS each, from a scratch copy of
+#       its corpus in $(FUZZ_BUILD)/corpus/<t>/; a crash is written to
+#       $(FUZZ_BUILD)/artifacts/<t>/ and stops the run
+#   make fuzz-merge [TARGET=t]   fold what the scratch corpus found into the
+#       checked-in one, minimised (libFuzzer -merge=1)
+#   make fuzz-replay             replay the corpora, as make test does
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_CC      ?= clang
-FUZZ_SRV     := $(wildcard server/codec/*.c) server/util/arena.c \
-                server/util/buf.c server/util/err.c
-FUZZ_SRV_OBJ  = $(FUZZ_SRV:%.c=$(BUILD)/%.o)
-REPLAY        = $(BUILD)/tests/fuzz/replay
+FUZZ_FLAGS   ?=
+FUZZ_ROUTES   = encodings rope bias attention
+FUZZ_TARGETS  = codec $(FUZZ_ROUTES:%=params-%) safetensors npy b64 number png \
+                model
+TARGET       ?= $(FUZZ_TARGETS)
+# What links a target: its main (standalone.o for replay binaries, nothing
+# for libFuzzer, which brings its own), its file, the codec and util/; the
+# route targets also the handlers.  Lists, not an archive: a parser that
+# starts to depend on the server around it fails to link here.
+FUZZ_MAIN    ?= $(BUILD)/tests/fuzz/standalone.o
+FUZZ_LDFLAGS ?=
+FUZZ_CODEC_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard server/codec/*.c) \
+                   server/util/arena.c server/util/buf.c server/util/err.c)
+FUZZ_MODEL_OBJ = $(patsubst %.c,$(BUILD)/server/handlers/%.o,config.c \
+                   config-keys.c presets.c) $(BUILD)/server/util/log.o
+FUZZ_ROUTE_OBJ = $(patsubst %.c,$(BUILD)/%.o,server/util/config.c \
+                   $(addprefix server/handlers/,params.c output.c picture.c \
+                     config-apply.c encodings.c rope.c bias.c attention.c \
+                     analysis.c)) \
+                 $(FUZZ_MODEL_OBJ) $(BUILD)/tests/fuzz/fuzz-routes.o
+fuzz_objs = $(BUILD)/tests/fuzz/fuzz-$(1).o $(BUILD)/tests/fuzz/fuzz-common.o \
+            $(FUZZ_CODEC_OBJ) \
+            $(if $(filter params-% safetensors,$(1)),$(FUZZ_ROUTE_OBJ)) \
+            $(if $(filter model,$(1)),$(FUZZ_MODEL_OBJ))
+FUZZ_REPLAYS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
+FUZZ_SAN     = -fsanitize=fuzzer-no-link,address,undefined \
+               -fno-sanitize-recover=undefined
+# libFuzzer's options for `make fuzz`: a slow input (a budget that does not
+# hold) is a crash after 10 s, so is one allocation over 512 MiB.
+FUZZ_RUN     = -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+               -print_final_stats=1
 
-.PHONY: fuzz fuzz-replay
+.PHONY: fuzz fuzz-build fuzz-bins fuzz-deps fuzz-merge fuzz-replay
 $(BUILD)/tests/fuzz/%.o: tests/fuzz/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Iserver $(SRV_CFLAGS) -MMD -MP -c $< -o $@
 
-$(REPLAY): $(BUILD)/tests/fuzz/standalone.o $(BUILD)/tests/fuzz/fuzz-codec.o \
-           $(FUZZ_SRV_OBJ) $(LIB_A)
-	$(CC) -pthread $(LDFLAGS) -o $@ $^ $(SRV_LIBS) -lm
+# Static patterns, for these names only: a pattern open to any stem would
+# let make build an object for any name (it tried fuzz-params-rope.d.o to
+# remake a dependency file with its built-in link rule).
+$(FUZZ_ROUTES:%=$(BUILD)/tests/fuzz/fuzz-params-%.o): \
+$(BUILD)/tests/fuzz/fuzz-params-%.o: tests/fuzz/fuzz-params.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -Iserver $(SRV_CFLAGS) -DFUZZ_ROUTE='"$*"' \
+	  -MMD -MP -c $< -o $@
 
-fuzz-replay: $(REPLAY)
-	$(REPLAY) tests/fuzz/corpus
+# Reached only through the pattern below, so make would take them for
+# intermediate files and delete them after each link.
+.SECONDARY: $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/fuzz-%.o) \
+  $(addprefix $(BUILD)/tests/fuzz/,fuzz-common.o fuzz-routes.o standalone.o)
 
-$(BUILD)/tests/fuzz/fuzz-codec: $(BUILD)/tests/fuzz/fuzz-codec.o \
-                                $(FUZZ_SRV_OBJ) $(LIB_A)
-	$(CC) -fsanitize=fuzzer,address,undefined -pthread -o $@ $^ \
-	  $(SRV_LIBS) -lm
+.SECONDEXPANSION:
+$(FUZZ_REPLAYS): $(BUILD)/fuzz/%: $$(call fuzz_objs,$$*) $(FUZZ_MAIN) $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) -pthread $(LDFLAGS) $(FUZZ_LDFLAGS) -o $@ $^ $(SRV_LIBS) -lm
 
-fuzz: $(DEPS_STAMP)
-	$(MAKE) BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer" \
-	  CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
-	  $(FUZZ_BUILD)/tests/fuzz/fuzz-codec
-	@mkdir -p $(FUZZ_BUILD)/corpus && cp tests/fuzz/corpus/* $(FUZZ_BUILD)/corpus/
-	$(FUZZ_BUILD)/tests/fuzz/fuzz-codec -max_total_time=$(FUZZ_SECONDS) \
-	  -max_len=65536 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/ \
-	  $(FUZZ_BUILD)/corpus
+fuzz-bins: $(FUZZ_REPLAYS)
+
+# clang and its libFuzzer runtime: installed as root like every dependency;
+# without them (not root, no network) the targets are only replay binaries.
+fuzz-deps:
+	@mkdir -p $(BUILD)
+	@$(call missing_pkgs,docker/packages-fuzz.txt); \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing:$$missing"; \
+	  $(call apt_install,$$missing,$(BUILD)/apt-fuzz.log) || \
+	    echo "fuzz: could not install$$missing ($(BUILD)/apt-fuzz.log)"; \
+	else echo "fuzz: missing Debian packages:$$missing (apt-get install" \
+	  "them as root); the fuzz targets are built as replay binaries only"; fi
+
+# The libFuzzer binaries: everything they link rebuilt by $(FUZZ_CC) with
+# the sanitizers in $(FUZZ_BUILD)/.
+FUZZ_MAKE = $(MAKE) BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) \
+  OPT="-O1 -fno-omit-frame-pointer" CFLAGS="$(FUZZ_SAN)" LDFLAGS= \
+  FUZZ_MAIN= FUZZ_LDFLAGS="-fsanitize=fuzzer,address,undefined"
+
+fuzz-build: fuzz-deps $(FUZZ_REPLAYS)
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	  $(FUZZ_MAKE) fuzz-bins; \
+	else echo "fuzz: $(FUZZ_CC) not found: no libFuzzer binaries"; fi
+
+fuzz-replay: fuzz-build
+	tests/fuzz/replay.sh $(BUILD) $(FUZZ_BUILD)
+
+fuzz: fuzz-deps
+	$(FUZZ_MAKE) fuzz-bins
+	@for t in $(TARGET); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts/$$t && \
+	  cp tests/fuzz/corpus/$$t/* $(FUZZ_BUILD)/corpus/$$t/ && \
+	  echo "## fuzz $$t: $(FUZZ_SECONDS) s" && \
+	  $(FUZZ_BUILD)/fuzz/$$t $(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS) \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t/ $(FUZZ_FLAGS) \
+	    $(FUZZ_BUILD)/corpus/$$t || exit 1; done
+
+# Minimise checked-in corpus + scratch corpus into a fresh directory that
+# starts with the crash-* reproducers, then make it the checked-in one.
+# Inputs that crash are left out (libFuzzer goes on) and named.
+fuzz-merge:
+	$(FUZZ_MAKE) fuzz-bins
+	@for t in $(TARGET); do \
+	  m=$(FUZZ_BUILD)/merge/$$t; rm -rf $$m $$m-* && mkdir -p $$m \
+	    $(FUZZ_BUILD)/corpus/$$t && \
+	  { cp tests/fuzz/corpus/$$t/crash-* $$m/ 2>/dev/null; true; } && \
+	  $(FUZZ_BUILD)/fuzz/$$t -set_cover_merge=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/merge/$$t- $$m tests/fuzz/corpus/$$t \
+	    $(FUZZ_BUILD)/corpus/$$t 2>$(FUZZ_BUILD)/merge/$$t.log && \
+	  rm -f tests/fuzz/corpus/$$t/* && cp $$m/* tests/fuzz/corpus/$$t/ && \
+	  echo "fuzz-merge $$t: $$(ls tests/fuzz/corpus/$$t | wc -l) inputs" \
+	  || exit 1; \
+	  ls $(FUZZ_BUILD)/merge/$$t-* >/dev/null 2>&1 && echo "fuzz-merge" \
+	    "$$t: inputs that crash were left out: $(FUZZ_BUILD)/merge/$$t-*"; \
+	  done; true
 
 # ---- the container image (podman; docker/podman.py) -------------------------
 # `make image` builds docker/Dockerfile as localhost/attnbias:latest;

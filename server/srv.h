@@ -196,18 +196,6 @@ struct srv_seg {
   size_t len;
 };
 
-/* The request fields nobody read (codec/json-text.c fills it). */
-struct srv_ignored {
-  /* Their names, separated by commas, ready for X-Attnbias-Ignored
-   * (srv_codec_ignored_add). */
-  struct srv_buf list;
-  /* Prefer: handling=strict (RFC 7240): unknown fields are a 400, and the
-   * answer says Preference-Applied; first is the first unknown field's
-   * pointer, which the refusal names. */
-  int strict;
-  char first[192];
-};
-
 struct srv_call {
   /* ---- request: set by http/ before decode ---- */
   const struct srv_route *route;
@@ -247,9 +235,14 @@ struct srv_call {
    * Content-Security-Policy): name/value pairs of static strings. */
   const char *const (*custom_headers)[2];
   int ncustom_headers;
-  /* Unknown request fields (X-Attnbias-Ignored; a 400 under Prefer:
-   * handling=strict). */
-  struct srv_ignored ignored;
+  /* Unknown request fields, for X-Attnbias-Ignored: names separated by
+   * commas, ready for the header (srv_codec_ignore). */
+  struct srv_buf ignored;
+  /* Prefer: handling=strict (RFC 7240): unknown fields are a 400, and the
+   * answer says Preference-Applied; strict_first is the first unknown
+   * field's pointer. */
+  int strict;
+  char strict_first[192];
   /* What a model config filled in (srv_config_apply): where each filled
    * field came from, and the X-Attnbias-Config-Used, -Upstream and -Layer
    * header values ("" when no config was used). */
@@ -377,15 +370,6 @@ int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
                         enum ab_dtype json_dtype, struct ab_tensor *out,
                         struct srv_err *err);
 
-/* Add the field at a JSON pointer to ig's list, by name: the pointer's
- * tokens joined by dots ("/rope/rope_scaling/odd" -> rope.rope_scaling.odd,
- * as nested tensors are named in safetensors), with the bytes a name in a
- * header list cannot carry percent-encoded (control bytes, non-ASCII,
- * space, '%' and the separators ',' and '.').  The list is cut, ending in
- * "...", past a couple of kilobytes.  Under strict handling the first
- * pointer added is kept. */
-void srv_codec_ignored_add(struct srv_ignored *ig, const char *pointer);
-
 /* Read a JSON number, accepting the strings "inf", "-inf", "nan".
  * Returns 0, or -1 if j is neither. */
 int srv_codec_number(const json_t *j, double *out);
@@ -420,6 +404,19 @@ void srv_codec_members(const struct srv_call *c, const json_t *obj,
  * the client sent them. */
 void srv_codec_show(const struct srv_call *c, const json_t *v, char *buf,
                     size_t size);
+
+/* An unknown field at a JSON pointer: under Prefer: handling=strict the
+ * first one is kept (c->strict_first, the 400's field), and every one is
+ * added to c->ignored (the text of X-Attnbias-Ignored) by name: the
+ * pointer's tokens joined by dots ("/rope/rope_scaling/odd" ->
+ * rope.rope_scaling.odd, as nested tensors are named in safetensors), with
+ * the bytes a name in a header list cannot carry percent-encoded (control
+ * bytes, non-ASCII, space, '%' and the separators ',' and '.').  The list
+ * is cut, ending in "...", past a couple of kilobytes.  In the codec, not
+ * http/: the codec and the parameter parser report into it without
+ * depending on the call pipeline.  A field a model config filled in is
+ * reported by its config key through srv_config_ignore. */
+void srv_codec_ignore(struct srv_call *c, const char *pointer);
 
 /* Write the problem+json body of e into out. */
 int srv_codec_problem(const struct srv_err *e, struct srv_buf *out);
@@ -563,6 +560,9 @@ void srv_config_blame(const struct srv_call *c, struct srv_err *err);
  * config filled that field in (into buf), else ptr itself. */
 const char *srv_config_pointer(const struct srv_call *c, const char *ptr,
                                char *buf, size_t cap);
+/* srv_codec_ignore for request pointer ptr, named as srv_config_pointer
+ * names it (the handlers' unknown fields, the config's own). */
+void srv_config_ignore(struct srv_call *c, const char *ptr);
 
 /* ======================================================================
  * work/: the pool

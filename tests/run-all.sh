@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # run-all.sh: runs every test suite (library unit tests, server unit tests,
-# HTTP tests, the TypeScript clients, the explorer page in a browser), keeps
-# going after a failing suite, and ends with one line
+# fuzz corpora, HTTP tests, the TypeScript clients, the explorer page in a
+# browser), keeps going after a failing suite, and ends with one line
 # "total: N passed, N failed".  Exit status 1 if any suite failed.
-# Usage: tests/run-all.sh BUILD_DIR PYTHON
+# Usage: tests/run-all.sh BUILD_DIR PYTHON [FUZZ_BUILD_DIR]
 set -u
 build=${1:-build}
 python=${2:-/usr/bin/python3}
+fuzz_build=${3:-}
 passed=0 failed=0 status=0
 
 run_suite() {
@@ -44,6 +45,11 @@ run_suite unit-ref env AB_ISA=ref "$build/tests/run"
 if [ -x "$build/tests/run-server" ]; then
   run_suite server "$build/tests/run-server"
   run_suite server-ref env AB_ISA=ref "$build/tests/run-server"
+fi
+# Every fuzz target's corpus, through its replay binary and, when clang
+# built them, its libFuzzer binary under ASan and UBSan.
+if [ -d "$build/fuzz" ]; then
+  run_suite fuzz tests/fuzz/replay.sh "$build" "$fuzz_build"
 fi
 if [ -x "$build/attnbiasd" ] && [ -f tests/http/run.py ]; then
   run_suite http "$python" tests/http/run.py --server "$build/attnbiasd"

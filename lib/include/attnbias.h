@@ -318,6 +318,13 @@ AB_API const char *ab_rope_type_name(enum ab_rope_type t);
 struct ab_rope_params {
   int64_t head_dim;              /* channels per head (required) */
   int64_t rotary_dim;            /* 0: int(head_dim * partial_rotary_factor) */
+  /* First rotated channel (default 0): channels [rotary_offset,
+   * rotary_offset + rotary_dim) of each head rotate, those before and after
+   * pass through.  DeepSeek-V2/V3 rotate the last qk_rope_head_dim channels
+   * of a [q_nope | q_pe] head: rotary_offset = qk_nope_head_dim.  Only
+   * rotation (ab_rope_apply*, attention's rope) reads it; tables have
+   * rotary_dim columns whatever it is. */
+  int64_t rotary_offset;
   double partial_rotary_factor;  /* default 1 */
   double rope_theta;             /* default 10000 */
   int interleaved;               /* 0: pairs (k, k+r/2); 1: pairs (2k, 2k+1) */
@@ -388,8 +395,8 @@ enum ab_layout {
  * positions are [n_axes, n].  is_key selects xPos's decay direction (k is
  * scaled by zeta^-p; uncentred, so beyond |p| ~ 36k * scale_base / 512 one
  * side overflows float32: pass positions relative to a common point, which
- * ab_attention's rope does itself).  Channels past rotary_dim are copied
- * through.  Builds
+ * ab_attention's rope does itself).  Channels outside [rotary_offset,
+ * rotary_offset + rotary_dim) are copied through.  Builds
  * the job below and runs it on the calling thread: allocates the job, its
  * cos/sin table [n, rotary_dim] and scratch; frees them before returning. */
 AB_API enum ab_status ab_rope_apply(const struct ab_rope_params *p,

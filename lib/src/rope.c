@@ -88,6 +88,7 @@ void ab_rope_params_init(struct ab_rope_params *p)
 struct rope_plan {
   enum ab_rope_type type;
   int64_t head_dim, rotary_dim;
+  int64_t offset; /* first rotated channel (rotary_offset) */
   int64_t half;   /* pairs rotated: rotary_dim / 2 */
   int64_t n_freq; /* distinct frequencies: half, or rotary_dim/4 (vision2d) */
   int n_axes;     /* position rows per token */
@@ -198,7 +199,15 @@ static enum ab_status check_rotary_dim(const struct ab_rope_params *p,
                     "rotary_dim %lld must be a multiple of 4 for vision2d "
                     "(two axes of rotary_dim/4 frequencies)",
                     (long long)r);
+  if (p->rotary_offset < 0 || p->rotary_offset > p->head_dim - r)
+    return ab__fail(AB_STATUS_INVALID_ARG, "rotary_offset",
+                    "rotary_offset %lld must be in 0..%lld: the %lld rotated "
+                    "channels must fit in head_dim %lld",
+                    (long long)p->rotary_offset,
+                    (long long)(p->head_dim - r), (long long)r,
+                    (long long)p->head_dim);
   pl->rotary_dim = r;
+  pl->offset = p->rotary_offset;
   pl->half = r / 2;
   pl->n_freq = p->rope_type == AB_ROPE_VISION2D ? r / 4 : r / 2;
   return AB_STATUS_OK;
@@ -975,6 +984,7 @@ struct apply_ctx {
   struct ab_tensor x;
   float *out;
   int64_t dim, h, rows, rows_per_piece;
+  int64_t offset; /* first rotated channel of a row */
   int64_t inner_len, inner_stride;
   int n_outer;
   int64_t outer_shape[2], outer_stride[2];
@@ -1065,6 +1075,26 @@ static int table_ensure(const struct apply_ctx *cx, int64_t t0, int64_t t1)
   return ok;
 }
 
+/* Rotate cnt rows (src, stride lds) with table rows tab (stride ldcs) into
+ * out.  The kernel rotates the first 2h channels of what it is given and
+ * copies the rest, so it is handed each row from the first rotated channel
+ * on; the channels before it (rotary_offset: DeepSeek's q_nope) are copied
+ * here. */
+static void rotate_rows(const struct apply_ctx *cx, float *out,
+                        const float *src, int64_t lds, const float *tab,
+                        int64_t ldcs, int64_t cnt)
+{
+  const int64_t off = cx->offset;
+  int64_t i;
+
+  cx->kern->rope.rotate_rows(out + off, cx->dim, src + off, lds, tab, ldcs,
+                             cnt, cx->h, cx->dim - off, cx->interleaved,
+                             cx->nt);
+  if (off > 0 && out != src)
+    for (i = 0; i < cnt; i++)
+      memcpy(out + i * cx->dim, src + i * lds, (size_t)off * sizeof *out);
+}
+
 /* Rotate cnt rows (src, stride lds) of tokens starting at t (one token for
  * every row when ldcs is 0) into out, from the shared table, or from
  * private rows built in ptab (tab_blk tokens of room) while another thread
@@ -1073,25 +1103,21 @@ static void rotate_run(const struct apply_ctx *cx, float *out,
                        const float *src, int64_t lds, int64_t t, int64_t ldcs,
                        int64_t cnt, float *ptab)
 {
-  const struct ab__rope_kernels *k = &cx->kern->rope;
   int64_t a, m;
 
   if (table_ensure(cx, t, ldcs ? t + cnt : t + 1)) {
-    k->rotate_rows(out, cx->dim, src, lds, cx->table + t * 2 * cx->h, ldcs,
-                   cnt, cx->h, cx->dim, cx->interleaved, cx->nt);
+    rotate_rows(cx, out, src, lds, cx->table + t * 2 * cx->h, ldcs, cnt);
     return;
   }
   if (!ldcs) {
     table_build(cx, t, t + 1, ptab);
-    k->rotate_rows(out, cx->dim, src, lds, ptab, 0, cnt, cx->h, cx->dim,
-                   cx->interleaved, cx->nt);
+    rotate_rows(cx, out, src, lds, ptab, 0, cnt);
     return;
   }
   for (a = 0; a < cnt; a += m) {
     m = ab__min64(cx->tab_blk, cnt - a);
     table_build(cx, t + a, t + a + m, ptab);
-    k->rotate_rows(out + a * cx->dim, cx->dim, src + a * lds, lds, ptab,
-                   ldcs, m, cx->h, cx->dim, cx->interleaved, cx->nt);
+    rotate_rows(cx, out + a * cx->dim, src + a * lds, lds, ptab, ldcs, m);
   }
 }
 
@@ -1254,10 +1280,13 @@ enum ab_status ab_rope_apply_job(const struct ab_rope_params *p,
   }
   cx->seq_outer = seq_axis == nd - 2 ? -1 : seq_axis;
   cx->interleaved = pl.interleaved;
+  cx->offset = pl.offset;
   /* Streaming stores only pay when they save the read-for-ownership of a
    * separate output.  In place every line was just read, so it is already
-   * owned; a streaming store would only evict it (slower on Zen 4). */
-  cx->nt = out != x->data &&
+   * owned; a streaming store would only evict it (slower on Zen 4).  With a
+   * rotary_offset the copied channels before the rotated ones share lines
+   * with them: plain stores for the whole row. */
+  cx->nt = out != x->data && pl.offset == 0 &&
            rows * dim * (int64_t)sizeof(float) >= AB__STREAM_BYTES;
   /* Rows are read in place when they already are float32 rows. */
   cx->direct = x->dtype == AB_DTYPE_F32 && x->stride[nd - 1] == 1;

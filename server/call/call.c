@@ -31,7 +31,7 @@ void srv_call_init(struct srv_call *c, const struct srv_route *route)
   c->route = route;
   srv_arena_init(&c->arena, 0);
   srv_buf_init(&c->custom, 0);
-  srv_buf_init(&c->ignored.list, 0);
+  srv_buf_init(&c->ignored, 0);
   /* Budgets are checked before computing (srv_check_budget) with the
    * response's largest size; this bound only backs them up, with room for
    * the JSON around the tensors. */
@@ -104,7 +104,7 @@ void srv_call_release(struct srv_call *c)
   json_decref(c->params);
   c->params = NULL;
   srv_buf_free(&c->custom);
-  srv_buf_free(&c->ignored.list);
+  srv_buf_free(&c->ignored);
   srv_buf_free(&c->resp_body);
   srv_arena_free(&c->arena);
 }
@@ -280,9 +280,9 @@ static size_t parse_budget(void)
  * first as the field; the same list goes out as X-Attnbias-Ignored). */
 static void strict_refusal(const struct srv_call *c, struct srv_err *err)
 {
-  srv_fail(err, 400, c->ignored.first,
+  srv_fail(err, 400, c->strict_first,
            "unknown fields, refused under Prefer: handling=strict: %.400s",
-           c->ignored.list.data);
+           c->ignored.data);
 }
 
 int srv_call_prepare(struct srv_call *c)
@@ -326,7 +326,7 @@ int srv_call_prepare(struct srv_call *c)
     srv_config_blame(c, &err);
     goto fail;
   }
-  if (c->ignored.strict && c->ignored.list.len) {
+  if (c->strict && c->ignored.len) {
     strict_refusal(c, &err);
     goto fail;
   }

@@ -163,22 +163,23 @@ void srv_codec__pointer(char *out, size_t cap, const char *dotted)
  * response headers) without bound. */
 #define IGNORED_MAX 2048
 
-void srv_codec_ignored_add(struct srv_ignored *ig, const char *pointer)
+void srv_codec_ignore(struct srv_call *c, const char *pointer)
 {
   static const char hex[] = "0123456789ABCDEF";
-  struct srv_buf *b = &ig->list;
+  struct srv_buf *list = &c->ignored;
   char name[3 * 256 + 8];
   const char *p = pointer;
   size_t n = 0;
 
-  if (b->len >= IGNORED_MAX) {
+  if (c->strict && !c->strict_first[0])
+    srv_strcpy(c->strict_first, sizeof c->strict_first, pointer);
+
+  if (list->len >= IGNORED_MAX) {
     /* Say once that the list was cut. */
-    if (b->len < 3 || memcmp(b->data + b->len - 3, "...", 3) != 0)
-      srv_buf_append(b, ",...", 4);
+    if (list->len < 3 || memcmp(list->data + list->len - 3, "...", 3) != 0)
+      srv_buf_append(list, ",...", 4);
     return;
   }
-  if (ig->strict && !ig->first[0])
-    srv_strcpy(ig->first, sizeof ig->first, pointer);
   if (*p == '/')
     p++;
   for (; *p && n + 4 < sizeof name; p++) {
@@ -198,9 +199,9 @@ void srv_codec_ignored_add(struct srv_ignored *ig, const char *pointer)
       name[n++] = hex[ch & 15];
     }
   }
-  if (b->len)
-    srv_buf_append(b, ",", 1);
-  srv_buf_append(b, name, n);
+  if (list->len)
+    srv_buf_append(list, ",", 1);
+  srv_buf_append(list, name, n);
 }
 
 void *srv_codec__alloc(struct srv_call *c, size_t n, const char *field,
@@ -691,7 +692,7 @@ static int prescan(struct scan *s, const char *what, struct srv_err *err)
       break;
     case '[':
       /* The depth bound first: an array past it is refused whether or
-       * not it could be lifted. */
+       * not it could be lifted, as on the path without lifting. */
       if (depth == SRV_CODEC_MAX_DEPTH)
         return depth_error(s, fr, depth, pos, what, err);
       r = 0;
@@ -791,9 +792,10 @@ static size_t orig_offset(const struct scan *s, size_t pos)
   return pos + shift;
 }
 
-/* jansson's line and column of byte off of text: columns in characters, 0
- * after a newline. */
-static void line_col(const char *text, size_t off, size_t *line, size_t *col)
+/* Line and column of byte off of text, counted the way jansson counts
+ * them (columns in characters, 0 after a newline). */
+static void text_line_col(const char *text, size_t off, size_t *line,
+                          size_t *col)
 {
   size_t i;
 
@@ -869,7 +871,7 @@ static int place_lifts(const struct scan *s, const json_t *root,
       continue;
     }
     off = s->cuts[i - s->first].start;
-    line_col(s->t, off, &line, &col);
+    text_line_col(s->t, off, &line, &col);
     rc = srv_fail(err, 400, NULL,
                   "%s is not valid JSON: duplicate object key \"%.64s\" "
                   "(line %zu, column %zu, byte %zu)",
@@ -887,7 +889,22 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
   struct scan s;
   json_error_t je;
   json_t *j;
+  const char *nul;
   size_t flags = JSON_REJECT_DUPLICATES, off, line, col;
+
+  /* JSON text holds no NUL byte, but jansson takes one that follows a
+   * number as the end of the token and then passes over it, so
+   * {"a": [1<NUL>, 2]} would be read as [1, 2] -- and its errors placed a
+   * column apart with lifted arrays and without.  Refused here, at its
+   * byte. */
+  nul = memchr(text, '\0', len);
+  if (nul) {
+    off = (size_t)(nul - text);
+    text_line_col(text, off, &line, &col);
+    srv_fail(err, 400, NULL, "%s is not valid JSON: a NUL byte (line %zu, "
+             "column %zu, byte %zu)", what, line, col, off);
+    return NULL;
+  }
 
   memset(&s, 0, sizeof s);
   s.c = c;
@@ -916,7 +933,7 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
       off = orig_offset(&s, off);
       if (off > len)
         off = len;
-      line_col(text, off, &line, &col);
+      text_line_col(text, off, &line, &col);
     }
     free(s.cuts);
     srv_fail(err, 400, NULL, "%s is not valid JSON: %s (line %zu, column %zu, "

@@ -255,9 +255,30 @@ static const char g_digits2[201] =
     "606162636465666768697071727374757677787980818283848586878889"
     "90919293949596979899";
 
+/* Whether the integer d[0..olen) followed by exp zeros is at most
+ * INT64_MAX (9223372036854775807). */
+static int fits_int64(const char *d, int olen, int32_t exp)
+{
+  static const char max[] = "9223372036854775807";
+  int i;
+
+  if (olen + exp != 19)
+    return olen + exp < 19;
+  for (i = 0; i < 19; i++) {
+    char c = i < olen ? d[i] : '0';
+    if (c != max[i])
+      return c < max[i];
+  }
+  return 1;
+}
+
 /* Write digits*10^exp (olen digits, printed as given) in the shorter of
  * plain and exponent notation, plain on a tie: "0.01" but "1e-3", "100"
- * but "1e3".  Returns the length. */
+ * but "1e3".  Plain notation without a fraction is a JSON integer, which
+ * readers such as jansson (and this server's own) hold in an int64 and
+ * refuse past INT64_MAX: larger whole numbers take exponent notation
+ * ("12345678901234567000" reads nowhere, "1.2345678901234567e19" does).
+ * Returns the length. */
 static size_t write_decimal(char *buf, int neg, uint64_t digits, int olen,
                             int32_t exp)
 {
@@ -281,6 +302,8 @@ static size_t write_decimal(char *buf, int neg, uint64_t digits, int olen,
   else
     plain = 2 + (-E - 1) + olen;
   sci = olen + (olen > 1) + 1 + (E < 0) + (ae >= 100 ? 3 : ae >= 10 ? 2 : 1);
+  if (exp >= 0 && !fits_int64(d, olen, exp))
+    plain = sci + 1;
   if (neg)
     buf[n++] = '-';
   if (plain <= sci) {
@@ -322,12 +345,16 @@ static size_t write_decimal(char *buf, int neg, uint64_t digits, int olen,
   return n;
 }
 
+/* "0", and "-0.0" for negative zero: "-0" is the JSON integer 0, which
+ * integer-aware readers (jansson, Python's json) take as +0. */
 static size_t write_zero(char *buf, int neg)
 {
-  if (neg)
-    *buf++ = '-';
-  *buf = '0';
-  return (size_t)(1 + neg);
+  if (!neg) {
+    *buf = '0';
+    return 1;
+  }
+  memcpy(buf, "-0.0", 4);
+  return 4;
 }
 
 static size_t write_nonfinite(char *buf, int is_nan, int neg)

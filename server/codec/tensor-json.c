@@ -55,13 +55,13 @@ static const char *type_name(const json_t *j)
   }
 }
 
-/* Store v as element s->k in s->dtype.  A finite value that the dtype
- * cannot hold is an error rather than a silent infinity: infinities are
- * written as "inf"/"-inf" on purpose. */
+/* Store v as element s->k in s->dtype, rounded once.  A finite value that
+ * the dtype cannot hold is an error rather than a silent infinity:
+ * infinities are written as "inf"/"-inf" on purpose. */
 static int put(struct sink *s, double v, struct srv_err *err)
 {
-  float f = (float)v;
-  uint16_t h;
+  float f;
+  uint16_t h = 0;
   int over = 0;
 
   switch (s->dtype) {
@@ -69,17 +69,20 @@ static int put(struct sink *s, double v, struct srv_err *err)
     ((double *)s->buf)[s->k] = v;
     break;
   case AB_DTYPE_F32:
+    f = (float)v;
     over = isinf(f) && isfinite(v);
     ((float *)s->buf)[s->k] = f;
     break;
   case AB_DTYPE_F16:
-    h = ab_f32_to_f16(f);
-    over = (h & 0x7fffu) == 0x7c00u && isfinite(v);
-    ((uint16_t *)s->buf)[s->k] = h;
-    break;
   case AB_DTYPE_BF16:
-    h = ab_f32_to_bf16(f);
-    over = (h & 0x7fffu) == 0x7f80u && isfinite(v);
+    /* Not through (float)v: a value just past a tie between two halves
+     * can round onto the tie in float32, and then to the wrong side
+     * (1 + 2^-11 + 2^-40 became 1, not 1 + 2^-10).  ab_convert rounds to
+     * odd on the way, so the result is v rounded once. */
+    ab_convert(&h, (enum ab_dtype)s->dtype, &v, AB_DTYPE_F64, 1);
+    over = (h & 0x7fffu) ==
+               (s->dtype == AB_DTYPE_F16 ? 0x7c00u : 0x7f80u) &&
+           isfinite(v);
     ((uint16_t *)s->buf)[s->k] = h;
     break;
   default:
@@ -372,7 +375,7 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
         strcmp(key, "shape")) {
       snprintf(fp, sizeof fp, "%s", ptr);
       srv_codec__pointer_add(fp, sizeof fp, key, strlen(key));
-      srv_codec_ignored_add(&c->ignored, fp);
+      srv_codec_ignore(c, fp);
     }
   }
   if ((jd || ld) && (jb || lb)) {

@@ -577,7 +577,7 @@ int srv_config_apply(struct srv_call *c, struct srv_err *err)
     list_add(c->cfg_upstream, sizeof c->cfg_upstream,
              json_string_value(json_array_get(m.upstream, i)));
   for (i = 0; i < json_array_size(m.ignored); i++)
-    srv_param_ignored(c, json_string_value(json_array_get(m.ignored, i)));
+    srv_config_ignore(c, json_string_value(json_array_get(m.ignored, i)));
   snprintf(c->cfg_layer, sizeof c->cfg_layer, "%lld; type=%s",
            (long long)m.layer, m.layer_type);
   json_object_del(c->params, "model");
@@ -628,6 +628,13 @@ const char *srv_config_pointer(const struct srv_call *c, const char *ptr,
   else
     snprintf(buf, cap, "%s%s", b->origin, ptr + strlen(b->route));
   return buf;
+}
+
+void srv_config_ignore(struct srv_call *c, const char *ptr)
+{
+  char where[192];
+
+  srv_codec_ignore(c, srv_config_pointer(c, ptr, where, sizeof where));
 }
 
 void srv_config_blame(const struct srv_call *c, struct srv_err *err)

@@ -37,10 +37,11 @@ const struct srv_ckey srv_ckeys[] = {
     H("multi_query", "Falcon: one k/v head"),
     H("new_decoder_architecture", "Falcon: num_kv_heads k/v heads"),
     H("d_kv", "T5's head_dim"),
-    H("qk_rope_head_dim", "DeepSeek: the rotated channels of each head "
-                          "(RoPE's head_dim and rotary_dim)"),
-    H("qk_nope_head_dim", "DeepSeek: the channels without RoPE; with "
-                          "qk_rope_head_dim it sets the softmax scale"),
+    H("qk_rope_head_dim", "DeepSeek: the rotated channels, the last of "
+                          "each q/k head (rotary_dim)"),
+    H("qk_nope_head_dim", "DeepSeek: the channels without RoPE, the first "
+                          "of each q/k head (rotary_offset); with "
+                          "qk_rope_head_dim, head_dim and the softmax scale"),
     H("v_head_dim", "DeepSeek: v's channels (attention takes them from v)"),
     H("num_hidden_layers", "bounds layer; sizes the per-layer patterns"),
     H("n_layer", "GPT-J's and BLOOM's num_hidden_layers"),
@@ -328,8 +329,8 @@ const struct srv_family srv_families[] = {
      "\"qk_nope_head_dim\": 128, \"v_head_dim\": 128, "
      "\"max_position_embeddings\": 2048}",
      NULL,
-     "DeepSeek-V2: RoPE on qk_rope_head_dim channels, adjacent pairs, YaRN "
-     "with mscale on the softmax scale"},
+     "DeepSeek-V2: heads [nope | rope], RoPE on the last qk_rope_head_dim "
+     "channels in adjacent pairs, YaRN with mscale on the softmax scale"},
     {"deepseek_v3", NULL, SRV_POS_ROPE, 1, 1, SRV_LP_ALL,
      "{\"rope_theta\": 10000.0, \"qk_rope_head_dim\": 64, "
      "\"qk_nope_head_dim\": 128, \"v_head_dim\": 128, "

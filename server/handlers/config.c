@@ -506,6 +506,28 @@ static const json_t *rope_parameters(struct rd *r)
   return json_is_object(by_type) ? by_type : rp;
 }
 
+/* DeepSeek's q and k heads are [nope part | rope part]
+ * (qk_nope_head_dim + qk_rope_head_dim channels) and RoPE turns the rope
+ * part: head_dim is the sum, rotary_dim the rope part and rotary_offset
+ * the nope part, so that DeepSeek's own layout is rotated right as it is. */
+static int resolve_deepseek_channels(struct rd *r)
+{
+  int64_t rope = 0, nope = 0;
+  int got;
+
+  if ((got = integer(r, "qk_rope_head_dim", "/rope/rotary_dim", 2, &rope)) <= 0)
+    return got;
+  if (integer(r, "qk_nope_head_dim", "/rope/rotary_offset", 0, &nope) < 0)
+    return -1;
+  note(r, "/rope/head_dim", "qk_rope_head_dim");
+  if (nope > 0)
+    note(r, "/rope/head_dim", "qk_nope_head_dim");
+  put(r, "/rope/head_dim", json_integer(nope + rope));
+  put(r, "/rope/rotary_dim", json_integer(rope));
+  put(r, "/rope/rotary_offset", json_integer(nope));
+  return 0;
+}
+
 static int resolve_head_dim(struct rd *r)
 {
   static const char *const heads_k[] = {"num_attention_heads", "n_head",
@@ -515,16 +537,8 @@ static int resolve_head_dim(struct rd *r)
   int64_t hd, heads = 0, hidden = 0;
   int got;
 
-  if (is_deepseek(r)) {
-    if ((got = integer(r, "qk_rope_head_dim", "/rope/head_dim", 2, &hd)) < 0)
-      return -1;
-    if (got) {
-      note(r, "/rope/rotary_dim", "qk_rope_head_dim");
-      put(r, "/rope/head_dim", json_integer(hd));
-      put(r, "/rope/rotary_dim", json_integer(hd));
-    }
-    return 0;
-  }
+  if (is_deepseek(r))
+    return resolve_deepseek_channels(r);
   if ((got = integer(r, "head_dim", "/rope/head_dim", 1, &hd)) < 0)
     return -1;
   if (got) {
@@ -696,7 +710,7 @@ static int resolve_rope(struct rd *r, int slides)
   static const char *const maxpos_k[] = {"max_position_embeddings",
                                          "n_positions", "max_seq_len", NULL};
   const json_t *rp = rope_parameters(r);
-  int64_t v;
+  int64_t v = 0; /* stays 0 when no spelling is present */
 
   if (resolve_head_dim(r) != 0 || resolve_theta(r, slides, rp) != 0 ||
       resolve_partial(r) != 0 || resolve_pairing(r) != 0)

@@ -87,14 +87,6 @@ const char *srv_pctx_ptr(const struct srv_pctx *pc, const char *name,
   return buf;
 }
 
-void srv_param_ignored(struct srv_call *c, const char *pointer)
-{
-  char where[192];
-
-  srv_codec_ignored_add(&c->ignored,
-                        srv_config_pointer(c, pointer, where, sizeof where));
-}
-
 /* What srv_params_unknown checks each member against. */
 struct known {
   const struct srv_pctx *pc;
@@ -119,7 +111,7 @@ static void unknown_member(const char *key, const json_t *v, void *arg)
   for (i = 0; kn->extra && kn->extra[i] && !known; i++)
     known = strcmp(kn->extra[i], key) == 0;
   if (!known)
-    srv_param_ignored(kn->pc->c, srv_pctx_ptr(kn->pc, key, ptr, sizeof ptr));
+    srv_config_ignore(kn->pc->c, srv_pctx_ptr(kn->pc, key, ptr, sizeof ptr));
 }
 
 void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
@@ -157,7 +149,7 @@ void srv_params_unused_bin(const struct srv_pctx *pc)
         break;
       s = dot + 1;
     }
-    srv_param_ignored(pc->c, ptr);
+    srv_config_ignore(pc->c, ptr);
   }
 }
 

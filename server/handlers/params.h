@@ -136,10 +136,6 @@ const char *srv_pctx_ptr(const struct srv_pctx *pc, const char *name,
 int srv_params_parse(const struct srv_pctx *pc, const json_t *obj,
                      struct srv_pbind *b, struct srv_err *err);
 
-/* Add the field at a request pointer to c->ignored (srv_codec_ignored_add),
- * named by its config key when a model config filled it in. */
-void srv_param_ignored(struct srv_call *c, const char *pointer);
-
 /* Append to c->ignored the pointer of every member of obj that none of the
  * n tables describes (nor `extra`, a NULL-terminated list of other known
  * names, may be NULL). */

@@ -39,6 +39,13 @@ static const struct srv_param rope_config[] = {
      .off = CFG(p.rotary_dim),
      .def_rule = "int(head_dim * partial_rotary_factor)",
      .desc = "rotated channels (even, <= head_dim); the rest pass through"},
+    {.name = "rotary_offset", .type = SRV_PT_INT,
+     .flags = SRV_PF_DEF | SRV_PF_MIN, .def = 0, .min = 0,
+     .off = CFG(p.rotary_offset),
+     .desc = "first rotated channel: channels [rotary_offset, rotary_offset "
+             "+ rotary_dim) rotate, the others pass through (DeepSeek's "
+             "[q_nope | q_pe] heads: qk_nope_head_dim; a config with "
+             "qk_rope_head_dim sets it)"},
     {.name = "interleaved", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF,
      .def = 0, .off = CFG(p.interleaved),
      .desc = "false: pairs (i, i + r/2) (rotate-half: HF Llama, GPT-NeoX); "

@@ -254,9 +254,9 @@ static void read_call_headers(struct srv_call *c, struct MHD_Connection *conn)
   c->content_type =
       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
   c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
-  c->ignored.strict = 0;
+  c->strict = 0;
   MHD_get_connection_values(conn, MHD_HEADER_KIND, prefer_field,
-                            &c->ignored.strict);
+                            &c->strict);
 }
 
 /* The headers every response of a call carries beside its body. */
@@ -268,10 +268,10 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
   MHD_add_response_header(r, "Content-Type",
                           c->resp_type ? c->resp_type
                                        : "application/octet-stream");
-  /* Names made safe for a header value by srv_codec_ignored_add. */
-  if (c->ignored.list.len)
-    MHD_add_response_header(r, "X-Attnbias-Ignored", c->ignored.list.data);
-  if (c->ignored.strict)
+  /* Names made safe for a header value by srv_codec_ignore. */
+  if (c->ignored.len)
+    MHD_add_response_header(r, "X-Attnbias-Ignored", c->ignored.data);
+  if (c->strict)
     MHD_add_response_header(r, "Preference-Applied", "handling=strict");
   /* Config key names: printable ASCII by construction (the key table). */
   if (c->cfg_used[0])

@@ -1,7 +1,8 @@
 /* standalone.c: replays fuzz inputs through LLVMFuzzerTestOneInput without
  * libFuzzer (the idea of jansson's standaloneengine.cc), so the corpus and
  * every past crash run as regression tests with any compiler.
- * Usage: replay [file-or-directory ...]   (default: tests/fuzz/corpus) */
+ * Usage: <target> file-or-directory ...   (tests/fuzz/replay.sh runs each
+ * target on tests/fuzz/corpus/<target>/) */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,8 +76,10 @@ int main(int argc, char **argv)
 {
   int i, count = 0, rc = 0;
 
-  if (argc < 2)
-    rc = run_path("tests/fuzz/corpus", &count);
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s file-or-directory ...\n", argv[0]);
+    return 2;
+  }
   for (i = 1; i < argc; i++)
     if (run_path(argv[i], &count) != 0)
       rc = 1;

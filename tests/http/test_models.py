@@ -27,6 +27,9 @@ import test_routes as tr
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
+# Written from the published configs as found in public copies: each
+# preset file's "checked" list names the copy (repository, commit, path) and
+# the keys that agree, and "unverified" what no copy was found for.
 # name: (family, theta (global layer), theta of the first sliding layer or
 #        None, head_dim, heads, kv heads, rotary channels, (scaling type,
 #        factor) or None, window of a sliding layer or None)
@@ -41,8 +44,8 @@ PUBLISHED = {
     "qwen2.5-vl-7b": ("qwen2_5_vl", 1e6, None, 128, 28, 4, 128, ("mrope", None), None),
     "phi-3-mini-4k": ("phi3", 10000.0, 10000.0, 96, 32, 32, 96, None, 2047),
     "phi-3-mini-128k": ("phi3", 10000.0, 10000.0, 96, 32, 32, 96, ("longrope", None), 262144),
-    "deepseek-v2-lite": ("deepseek_v2", 10000.0, None, 64, 16, 16, 64, ("yarn", 40.0), None),
-    "deepseek-v3": ("deepseek_v3", 10000.0, None, 64, 128, 128, 64, ("yarn", 40.0), None),
+    "deepseek-v2-lite": ("deepseek_v2", 10000.0, None, 192, 16, 16, 64, ("yarn", 40.0), None),
+    "deepseek-v3": ("deepseek_v3", 10000.0, None, 192, 128, 128, 64, ("yarn", 40.0), None),
     "gemma-2-9b": ("gemma2", 10000.0, 10000.0, 256, 16, 8, 256, None, 4096),
     "gemma-2-27b": ("gemma2", 10000.0, 10000.0, 128, 32, 16, 128, None, 4096),
     "gemma-3-1b": ("gemma3", 1e6, 10000.0, 256, 4, 1, 256, None, 512),
@@ -99,8 +102,10 @@ def hf_read(name, cfg, layer=0):
         out["kv"] = 1 if c.get("multi_query") else heads
     else:
         out["kv"] = c.get("num_key_value_heads", heads)
-    out["head_dim"] = (c.get("qk_rope_head_dim") or c.get("head_dim") or c.get("d_kv")
-                       or hidden // heads)
+    # DeepSeek's heads are [qk_nope_head_dim | qk_rope_head_dim] channels.
+    ds_rope = c.get("qk_rope_head_dim")
+    out["head_dim"] = ((c.get("qk_nope_head_dim", 0) + ds_rope) if ds_rope else
+                       c.get("head_dim") or c.get("d_kv") or hidden // heads)
     # which layers slide
     slide = False
     if fam == "gemma2":
@@ -122,7 +127,7 @@ def hf_read(name, cfg, layer=0):
         theta = c["rope_local_base_freq"]
     if fam == "modernbert":
         theta = c["local_rope_theta"] if slide else c["global_rope_theta"]
-    rot = out["head_dim"]
+    rot = ds_rope or out["head_dim"]
     if c.get("rotary_dim"):
         rot = c["rotary_dim"]
     pf = c.get("partial_rotary_factor", c.get("rotary_pct"))
@@ -146,6 +151,28 @@ def hf_read(name, cfg, layer=0):
     return out
 
 
+# Presets whose every named copy spells the keys its own way (a training
+# config's or LitGPT's names), so that no copy carries `values`.
+KEYS_RENAMED = {"pythia-160m"}
+
+
+def config_at(cfg, dotted):
+    """The value at a dotted key of a config ("rope_scaling.factor"); a
+    missing key is a KeyError, so a key dropped from a preset fails."""
+    for part in dotted.split("."):
+        cfg = cfg[part]
+    return cfg
+
+
+def same_json(a, b):
+    """Equal as JSON values: true is not 1, 1.0 is 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 def test_presets_match_the_published_configs(server):
     """Every preset file is served, and its key values are the published
     ones (PUBLISHED), read the way its family's code reads them."""
@@ -164,6 +191,17 @@ def test_presets_match_the_published_configs(server):
         assert served[name] == data, name
         assert data["source"].startswith("https://huggingface.co/") and \
             data["source"].endswith("/config.json"), name
+        # Where it was checked, or a plain word on what was not; the values
+        # a copy was seen to hold are still the preset's.
+        for c in data["checked"]:
+            assert c["copy"].startswith("https://github.com/") and \
+                re.search(r"/blob/[0-9a-f]{40}/", c["copy"]) and c["agrees"], (name, c)
+            for key, seen in c.get("values", {}).items():
+                here = config_at(data["config"], key)
+                assert same_json(here, seen), (name, c["copy"], key, here, seen)
+        assert data["checked"] or data.get("unverified"), name
+        with_values = [c for c in data["checked"] if c.get("values")]
+        assert with_values or data.get("unverified") or name in KEYS_RENAMED, name
         fam, theta, local, hd, heads, kv, rot, scaling, window = PUBLISHED[name]
         assert data["family"] == fam, name
         first_slide = {"gemma2": 0, "gemma3": 0, "modernbert": 1}.get(fam, 0)
@@ -309,6 +347,86 @@ def test_deepseek_scale_and_gemma3_upstream(server):
     r = post(server, "/v1/rope", {"model": "gemma-3-1b", "positions": 2})
     assert r.status == 200
     assert r.headers["x-attnbias-config-upstream"] == "q_norm, k_norm", r.headers
+
+
+def deepseek_rotate(x, pos, inv, nope):
+    """DeepSeek-V2/V3's own rotation, from the model's code: split a head
+    into q_nope (the first `nope` channels) and q_pe, view q_pe as complex
+    numbers of adjacent channels, multiply by e^(i * pos * inv_freq), put
+    the real and imaginary parts back in their channels and concatenate."""
+    x = np.asarray(x, dtype=np.float64)
+    q_nope, q_pe = x[..., :nope], x[..., nope:]
+    z = q_pe[..., 0::2] + 1j * q_pe[..., 1::2]
+    z = z * np.exp(1j * np.asarray(pos, dtype=np.float64)[:, None] * inv)
+    q_pe = np.stack([z.real, z.imag], axis=-1).reshape(q_pe.shape)
+    return np.concatenate([q_nope, q_pe], axis=-1)
+
+
+def test_deepseek_layout(server):
+    """DeepSeek's q and k are sent as the model lays them out, [q_nope |
+    q_pe] (128 + 64 channels for V2-Lite): the preset rotates the last 64 in
+    adjacent pairs, in /v1/rope and in attention, against the model's own
+    rotation in float64; and the rotary_offset example of docs/methods.md
+    answers what it says."""
+    cfg = preset(server, "deepseek-v2-lite")["config"]
+    nope, rope = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"]
+    sc = cfg["rope_scaling"]
+    inv, att = tr.ref_rope_inv_freq(rope, cfg["rope_theta"], "yarn", factor=sc["factor"],
+                                    original_max_position_embeddings=sc[
+                                        "original_max_position_embeddings"],
+                                    beta_fast=sc["beta_fast"], beta_slow=sc["beta_slow"],
+                                    mscale=sc["mscale"], mscale_all_dim=sc["mscale_all_dim"])
+    assert att == 1.0, att  # mscale == mscale_all_dim: DeepSeek's ratio is 1
+    g = np.random.default_rng(11)
+    pos = [0, 1, 7, 4095, 100000]
+    q = g.normal(size=(1, 2, len(pos), nope + rope))
+    r = post(server, "/v1/rope", {"model": "deepseek-v2-lite", "q": q.tolist(),
+                                  "positions": pos})
+    assert r.status == 200, r.body[:400]
+    got = tensor(r.json()["q"])
+    want = deepseek_rotate(q, pos, inv, nope)
+    tr.close(got, want, 1e-5, 2e-6, "deepseek q")
+    assert np.array_equal(got[..., :nope].astype(np.float32), q[..., :nope].astype(np.float32))
+    # Rotating the first 64 channels instead (what a layout-blind rotation
+    # does) is far from it: the check above can fail.
+    first = np.concatenate([deepseek_rotate(q[..., :rope], pos, inv, 0), q[..., rope:]], -1)
+    assert np.abs(first - got).max() > 0.1
+    used = r.headers["x-attnbias-config-used"].split(", ")
+    assert {"qk_nope_head_dim", "qk_rope_head_dim"} <= set(used), used
+    # Attention: q and k [B, H, N, 192], v [.., 128]; the config's RoPE, the
+    # causal mask and DeepSeek's scale (mscale^2 / sqrt(192)).
+    n = 6
+    q = g.normal(size=(1, 2, n, nope + rope))
+    k = g.normal(size=(1, 2, n, nope + rope))
+    v = g.normal(size=(1, 2, n, 128))
+    r = post(server, "/v1/attention", {"model": "deepseek-v2-lite", "q": q.tolist(),
+                                       "k": k.tolist(), "v": v.tolist()})
+    assert r.status == 200, r.body[:400]
+    m = 0.1 * sc["mscale_all_dim"] * math.log(sc["factor"]) + 1
+    p = np.arange(n)
+    out, _, _ = tr.ref_attention(deepseek_rotate(q, p, inv, nope),
+                                 deepseek_rotate(k, p, inv, nope), v,
+                                 scale=m * m / math.sqrt(nope + rope), causal=True)
+    tr.close(tensor(r.json()["output"]), out, 1e-5, 1e-6, "deepseek attention")
+    # Explicit fields win: rotary_offset 0 rotates the first channels.
+    r = post(server, "/v1/rope", {"model": "deepseek-v2-lite", "q": q.tolist(),
+                                  "positions": list(range(n)), "rotary_offset": 0})
+    assert r.status == 200, r.body[:300]
+    got = tensor(r.json()["q"])
+    assert np.array_equal(got[..., rope:].astype(np.float32), q[..., rope:].astype(np.float32))
+    # A rotated slice that does not fit: a 400 naming rotary_offset.
+    r = post(server, "/v1/rope", {"head_dim": 8, "rotary_dim": 4, "rotary_offset": 5,
+                                  "positions": 1})
+    assert r.status == 400 and r.json()["field"] == "/rotary_offset", r.body
+    # docs/methods.md's example, as printed.
+    with open(os.path.join(ROOT, "docs", "methods.md"), encoding="utf-8") as f:
+        text = f.read()
+    body = re.search(r"-d '(\{\"head_dim\": 6, \"rotary_dim\": 2, \"rotary_offset\": 4.*?)'",
+                     text, re.S).group(1)
+    r = post(server, "/v1/rope", json.loads(body))
+    assert r.status == 200, r.body[:300]
+    tr.close(tensor(r.json()["q"]), [[1, 1, 1, 1, math.cos(1), math.sin(1)]], 1e-6, 1e-7,
+             "the rotary_offset example")
 
 
 # ===========================================================================

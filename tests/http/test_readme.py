@@ -21,6 +21,7 @@ Tests follow tests/http/run.py's convention; run alone with
     /usr/bin/python3 tests/http/run.py tests/http/test_readme.py
 """
 
+import ast
 import json
 import math
 import os
@@ -270,11 +271,15 @@ def test_install_and_pkg_config(binary):
 
 def test_python_example(server):
     """The Python client section as a reader follows it: its install block
-    run as printed (in a directory holding a copy of api/python, so that
-    the build does not write into the source tree), then its example with
-    that virtualenv's python, aimed at the test server; the figures it
-    saves are PNGs of a sensible size."""
+    run as printed (in a directory holding a copy of api/python and
+    examples/, so that nothing writes into the source tree), then its
+    example with that virtualenv's python, aimed at the test server; the
+    figures it saves are PNGs of a sensible size.  Then the notebook block:
+    the virtualenv made a kernel (in a temporary Jupyter data directory) and
+    examples/positions.ipynb run by nbconvert as printed, every cell
+    answered and every figure drawn (test_notebook.py checks its numbers)."""
     from PIL import Image
+    import test_notebook
     section = README_TEXT().split("### Python client", 1)[1].split("\n## ", 1)[0]
     install = [b for l, b in code_blocks("sh") if "-m venv" in b]
     assert len(install) == 1 and install[0] in section, "want one install block"
@@ -282,9 +287,12 @@ def test_python_example(server):
     assert cmds[0].startswith("/usr/bin/python3 -m venv --system-site-packages "), cmds
     example = [b for l, b in code_blocks("python") if b in section]
     assert len(example) == 1, "want one Python example in the section"
+    notebook = [b for l, b in code_blocks("sh") if "nbconvert" in b]
+    assert len(notebook) == 1 and notebook[0] in section, "want one notebook block"
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(os.path.join(ROOT, "api", "python"), os.path.join(tmp, "api", "python"),
                         ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        shutil.copytree(os.path.join(ROOT, "examples"), os.path.join(tmp, "examples"))
         env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)
         for cmd in cmds:
             p = subprocess.run(["bash", "-c", cmd], cwd=tmp, env=env, capture_output=True,
@@ -305,13 +313,25 @@ def test_python_example(server):
         assert out[3] == ("{'rope_type': 'yarn', 'factor': 8.0, "
                           "'original_max_position_embeddings': 4096, "
                           "'beta_fast': 32.0, 'beta_slow': 1.0}"), out
+        used = ast.literal_eval(out[4])                           # a tuple of key names
+        assert {"rope_theta", "rope_scaling", "model_type"} <= set(used), out
         for name in re.findall(r'savefig\("([^"]+)"\)', src):
             with Image.open(os.path.join(tmp, name)) as im:
                 assert im.format == "PNG" and 300 <= im.width <= 3000, (name, im.size)
+        # The notebook, as printed: its kernel goes to a temporary Jupyter
+        # data directory, and ATTNBIAS_URL aims it at the test server.
+        env = test_notebook.jupyter_env(server.url, tmp)
+        for cmd in shell_commands(notebook[0]):
+            p = subprocess.run(["bash", "-c", cmd], cwd=tmp, env=env, capture_output=True,
+                               text=True, timeout=900)
+            assert p.returncode == 0, "%s\n%s%s" % (cmd, p.stdout[-2000:], p.stderr[-4000:])
+        with open(os.path.join(tmp, "positions-run.ipynb"), encoding="utf-8") as f:
+            test_notebook.check_outputs(json.load(f), "README's run")
 
 
-# A virtualenv and matplotlib's figures: a minute on an idle machine.
-test_python_example.timeout = 600
+# The Python section builds a virtualenv, installs the client and runs the
+# notebook in a kernel: minutes on a loaded machine.
+test_python_example.timeout = 1800
 
 
 def README_TEXT():

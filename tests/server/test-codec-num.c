@@ -52,7 +52,7 @@ TEST(fmt_f32_special_values)
     const char *s;
   } cases[] = {
       {0.0f, "0"},
-      {-0.0f, "-0"},
+      {-0.0f, "-0.0"}, /* "-0" is the integer 0 to JSON readers */
       {1.0f, "1"},
       {-1.0f, "-1"},
       {0.1f, "0.1"},
@@ -208,7 +208,7 @@ TEST(fmt_f64_special_values)
     const char *s;
   } cases[] = {
       {0.0, "0"},
-      {-0.0, "-0"},
+      {-0.0, "-0.0"},
       {1.0, "1"},
       {1.25, "1.25"},
       {0.1, "0.1"},
@@ -224,6 +224,14 @@ TEST(fmt_f64_special_values)
       {1.2345678901234568e-17, "1.2345678901234568e-17"},
       {9007199254740992.0, "9007199254740992"}, /* 2^53 */
       {9007199254740993.0, "9007199254740992"}, /* rounds to 2^53 */
+      /* Whole numbers past INT64_MAX would be JSON integers that jansson
+       * (and this server) refuse: exponent notation, though longer. */
+      {9223372036854774784.0, "9223372036854775000"}, /* fits int64 */
+      {-9223372036854774784.0, "-9223372036854775000"},
+      {9223372036854775808.0, "9.223372036854776e18"}, /* 2^63 */
+      {-9223372036854775808.0, "-9.223372036854776e18"},
+      {9999999999999997952.0, "9.999999999999998e18"},
+      {1.2345678901234567e19, "1.2345678901234567e19"},
       {1e23, "1e23"},
       {5e-324, "5e-324"},                  /* smallest subnormal */
       {1e-323, "1e-323"},
@@ -289,6 +297,68 @@ TEST(fmt_f64_binade_edges)
     memcpy(&b3, &x, 8);
     if (check_one64(b1) || check_one64(b2) || check_one64(b3))
       return 1;
+  }
+  return 0;
+}
+
+/* What a JSON client reads back from a formatted number: jansson (which,
+ * like Python's json, reads a number without fraction or exponent as an
+ * integer) must give the same bits, and so must this server's own reader
+ * -- the numbers of an answer can be sent back.  Found by fuzz-number:
+ * -0 became +0, and whole float64 numbers past INT64_MAX were written as
+ * integers that neither reader accepts. */
+static int json_reads_back(double v, int f32)
+{
+  char t[40];
+  size_t n = f32 ? srv_codec_fmt_f32(t, (float)v) : srv_codec__fmt_f64(t, v);
+  json_error_t je;
+  json_t *j = json_loadb(t, n, JSON_DECODE_ANY, &je);
+  double got = j ? json_number_value(j) : NAN, own = NAN;
+  int ok = j && json_is_number(j) &&
+           srv_codec__parse_number(t, n, &own) == 0 &&
+           (f32 ? (float)got == (float)v && signbit(got) == signbit(v)
+                : memcmp(&got, &v, 8) == 0 && memcmp(&own, &v, 8) == 0);
+
+  if (!ok)
+    fprintf(stderr, "  %s %.17g written %.*s: jansson %s %.17g, own %.17g\n",
+            f32 ? "float32" : "float64", v, (int)n, t, j ? "" : je.text,
+            got, own);
+  json_decref(j);
+  return ok;
+}
+
+TEST(fmt_whole_numbers_read_back_as_json)
+{
+  static const double edges[] = {0.0, -0.0, 9223372036854774784.0,
+                                 9223372036854775808.0,
+                                 9999999999999997952.0,
+                                 1.2345678901234567e19, 18446744073709551616.0};
+  double p;
+  size_t i;
+  int s;
+
+  for (i = 0; i < sizeof edges / sizeof edges[0]; i++)
+    for (s = 0; s < 2; s++) {
+      CHECK(json_reads_back(s ? -edges[i] : edges[i], 0));
+      CHECK(json_reads_back(s ? -edges[i] : edges[i], 1));
+    }
+  /* Every power of two and of ten a whole number may be written plainly
+   * near, and its neighbours. */
+  for (p = 1; p < 1e25; p *= 2) {
+    const double nb[3] = {nextafter(p, 0), p, nextafter(p, INFINITY)};
+    const float nbf[3] = {nextafterf((float)p, 0), (float)p,
+                          nextafterf((float)p, INFINITY)};
+    for (s = 0; s < 3; s++) {
+      CHECK(json_reads_back(nb[s], 0));
+      CHECK(json_reads_back(-nb[s], 0));
+      CHECK(json_reads_back(nbf[s], 1));
+      CHECK(json_reads_back(-nbf[s], 1));
+    }
+  }
+  for (p = 1; p < 1e25; p *= 10) {
+    const double nb[3] = {nextafter(p, 0), p, nextafter(p, INFINITY)};
+    for (s = 0; s < 3; s++)
+      CHECK(json_reads_back(nb[s], 0));
   }
   return 0;
 }
@@ -535,6 +605,23 @@ TEST(data_fast_path_errors)
   CHECK_EQ_I64(err.http, 400);
   if (!strstr(err.detail, where))
     FAIL_AT("\"%s\" does not end with \"%s\"", err.detail, where);
+  call_free(&c);
+
+  /* A row of numbers one level past the depth bound is refused like any
+   * array there, at its own '[' (byte 69): lifted, it used to slip
+   * through (found by fuzz-number). */
+  n = sprintf(body, "{\"x\": ");
+  for (i = 0; i < SRV_CODEC_MAX_DEPTH - 1; i++)
+    n += sprintf(body + n, "[");
+  n += sprintf(body + n, "[1, 2, 3, 4]");
+  for (i = 0; i < SRV_CODEC_MAX_DEPTH - 1; i++)
+    n += sprintf(body + n, "]");
+  n += sprintf(body + n, "}");
+  call_init(&c, body, (size_t)n);
+  CHECK(srv_codec_decode_request(&c, &err) != 0);
+  CHECK_EQ_I64(err.http, 400);
+  if (!strstr(err.detail, "deeper than 64 levels at byte 69 "))
+    FAIL_AT("\"%s\" does not name byte 69", err.detail);
   call_free(&c);
   return 0;
 }

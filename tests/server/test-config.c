@@ -234,8 +234,11 @@ TEST(config_deepseek_scale_and_pairing)
             "\"original_max_position_embeddings\": 4096}}",
             0, &m, &err) == 0);
   CHECK(near(num(&m, "/scale"), mscale * mscale / sqrt(192.0)));
-  CHECK_EQ_I64(json_integer_value(P(&m, "/rope/head_dim")), 64);
+  /* A head is [128 channels without RoPE | 64 with it]: the rotated
+   * slice is the last 64 of 192. */
+  CHECK_EQ_I64(json_integer_value(P(&m, "/rope/head_dim")), 192);
   CHECK_EQ_I64(json_integer_value(P(&m, "/rope/rotary_dim")), 64);
+  CHECK_EQ_I64(json_integer_value(P(&m, "/rope/rotary_offset")), 128);
   CHECK(json_is_true(P(&m, "/rope/interleaved")));
   /* kv_lora_rank is set, q_lora_rank null: one upstream step */
   CHECK_EQ_I64(json_array_size(m.upstream), 1);
@@ -381,6 +384,42 @@ TEST(config_odd_values_do_not_crash)
       resolve_text(text, 1, &m, &err);
       srv_model_free(&m);
     }
+  return 0;
+}
+
+/* A config with none of max_position_embeddings, n_positions, max_seq_len
+ * (and no family to default them) gives no max_position_embeddings at all
+ * -- it once gave whatever the stack held (found by fuzz-model, whose two
+ * resolutions of one config disagreed).  The stack is dirtied first so the
+ * test does not pass by luck. */
+static void dirty_stack(void)
+{
+  volatile unsigned char junk[4096];
+  size_t i;
+
+  for (i = 0; i < sizeof junk; i++)
+    junk[i] = 0x5a;
+}
+
+TEST(config_absent_max_positions_stay_absent)
+{
+  static const char *const texts[] = {
+      "{\"rope_theta\": 10000.0, \"head_dim\": 64}",
+      "{\"text_config\": {\"rope_scaling\": null, \"head_dim\": 32}}",
+  };
+  int i;
+
+  for (i = 0; i < 2; i++) {
+    struct srv_model m;
+    struct srv_err err;
+
+    dirty_stack();
+    CHECK_EQ_I64(resolve_text(texts[i], 0, &m, &err), 0);
+    if (P(&m, "/rope/max_position_embeddings"))
+      FAIL_AT("%s: max_position_embeddings %g", texts[i],
+              num(&m, "/rope/max_position_embeddings"));
+    srv_model_free(&m);
+  }
   return 0;
 }
 

@@ -179,6 +179,7 @@ TEST(rope_params_defaults)
   CHECK(p.low_freq_factor == 1.0 && p.high_freq_factor == 4.0);
   CHECK(p.scale_base == 512.0 && p.gamma == 0.4 && p.interleaved == 0);
   CHECK(p.rope_type == AB_ROPE_DEFAULT && p.n_mrope_section == 0);
+  CHECK(p.rotary_offset == 0);
   p.head_dim = 10;
   p.partial_rotary_factor = 0.4;
   CHECK_OK(ab_rope_check(&p, &r, &nf, &na));
@@ -1092,6 +1093,104 @@ TEST(rope_in_place)
   CHECK_OK(ab_rope_apply(&p, 1, &t, AB_LAYOUT_BHSD, pos, 0, x));
   for (i = 0; i < H * S * D; i++)
     CHECK(x[i] == ref[i]);
+  return 0;
+}
+
+/* DeepSeek-V2/V3 as their own code writes it: a head is [q_nope | q_pe];
+ * q_pe, viewed as complex numbers (adjacent channel pairs), is multiplied by
+ * e^(i*pos*inv_freq) and the two parts are concatenated again.  Written
+ * here from that description, not from ref_row, so that rotary_offset is
+ * checked against the model and not against attnbias's own pairing code. */
+static void ref_deepseek_row(double *out, const double *x, int64_t nope,
+                             int64_t rope, double pos, const double *inv)
+{
+  int64_t j;
+
+  for (j = 0; j < nope; j++)
+    out[j] = x[j];
+  for (j = 0; j < rope / 2; j++) {
+    double re = x[nope + 2 * j], im = x[nope + 2 * j + 1];
+    double c = cos(pos * inv[j]), s = sin(pos * inv[j]);
+    out[nope + 2 * j] = re * c - im * s;
+    out[nope + 2 * j + 1] = re * s + im * c;
+  }
+}
+
+TEST(rope_rotary_offset_deepseek)
+{
+  /* DeepSeek-V2-Lite's rope part in miniature: YaRN factor 40 over 4096
+   * with mscale == mscale_all_dim (attention factor 1), 6 channels without
+   * RoPE before 8 with it. */
+  enum { S = 5, H = 3, NOPE = 6, ROPE = 8, D = NOPE + ROPE, N = S * H * D };
+  struct ab_rope_params p;
+  float x[N], out[N], inplace[N];
+  uint16_t b16[N];
+  double xd[N], want[N], inv[ROPE / 2], att;
+  int64_t pos[S] = {0, 1, 7, 4095, 100000};
+  int64_t bhsd[3] = {H, S, D}, bshd[3] = {S, H, D};
+  struct ab_tensor t;
+  int h, s, i;
+
+  ab_rope_params_init(&p);
+  p.head_dim = D;
+  p.rotary_dim = ROPE;
+  p.rotary_offset = NOPE;
+  p.interleaved = 1;
+  p.rope_type = AB_ROPE_YARN;
+  p.factor = 40;
+  p.original_max_position_embeddings = 4096;
+  p.mscale = 0.707;
+  p.mscale_all_dim = 0.707;
+  att = ref_yarn(inv, ROPE, 10000, 40, 4096, 32, 1, 1);
+  (void)att; /* DeepSeek's ratio form: mscale(0.707) / mscale(0.707) = 1 */
+  fill_random(x, NULL, N);
+  for (i = 0; i < N; i++)
+    xd[i] = x[i];
+
+  /* [H, S, D] */
+  CHECK_OK(ab_tensor_init(&t, x, AB_DTYPE_F32, 3, bhsd));
+  CHECK_OK(ab_rope_apply(&p, 1, &t, AB_LAYOUT_BHSD, pos, 0, out));
+  for (h = 0; h < H; h++)
+    for (s = 0; s < S; s++)
+      ref_deepseek_row(want + (h * S + s) * D, xd + (h * S + s) * D, NOPE,
+                       ROPE, (double)pos[s], inv);
+  CHECK_ARRAY(out, want, N, RTOL, ATOL);
+  /* In place: the q_nope channels stay as they are. */
+  memcpy(inplace, x, sizeof x);
+  CHECK_OK(ab_tensor_init(&t, inplace, AB_DTYPE_F32, 3, bhsd));
+  CHECK_OK(ab_rope_apply(&p, 1, &t, AB_LAYOUT_BHSD, pos, 0, inplace));
+  CHECK_ARRAY(inplace, want, N, RTOL, ATOL);
+
+  /* [S, H, D] from bfloat16 (the gathered path). */
+  for (i = 0; i < N; i++) {
+    b16[i] = ab_f32_to_bf16(x[i]);
+    xd[i] = ab_bf16_to_f32(b16[i]);
+  }
+  CHECK_OK(ab_tensor_init(&t, b16, AB_DTYPE_BF16, 3, bshd));
+  CHECK_OK(ab_rope_apply(&p, 1, &t, AB_LAYOUT_BSHD, pos, 0, out));
+  for (s = 0; s < S; s++)
+    for (h = 0; h < H; h++)
+      ref_deepseek_row(want + (s * H + h) * D, xd + (s * H + h) * D, NOPE,
+                       ROPE, (double)pos[s], inv);
+  CHECK_ARRAY(out, want, N, RTOL, ATOL);
+
+  /* The tables do not depend on where the rotated channels sit. */
+  {
+    float co[S * ROPE], si[S * ROPE], co0[S * ROPE], si0[S * ROPE];
+    CHECK_OK(ab_rope_table(&p, 1, pos, S, co, si));
+    p.rotary_offset = 0;
+    CHECK_OK(ab_rope_table(&p, 1, pos, S, co0, si0));
+    CHECK(memcmp(co, co0, sizeof co) == 0 && memcmp(si, si0, sizeof si) == 0);
+  }
+
+  /* The rotated channels must fit: offset + rotary_dim <= head_dim. */
+  p.rotary_offset = NOPE + 1;
+  CHECK_FAILS(ab_rope_check(&p, NULL, NULL, NULL), AB_STATUS_INVALID_ARG,
+              "rotary_offset");
+  CHECK(strstr(ab_last_error()->msg, "0..6") != NULL);
+  p.rotary_offset = -1;
+  CHECK_FAILS(ab_rope_check(&p, NULL, NULL, NULL), AB_STATUS_INVALID_ARG,
+              "rotary_offset");
   return 0;
 }
 

@@ -38,6 +38,12 @@ a JSON Pointer to the culprit -- and ``retry_after`` for 503).  A 503 with
 ``Retry-After`` (a full queue) is retried first, with backoff.  Fields the
 server did not use raise an :class:`IgnoredFieldsWarning`.
 
+Model configs: every compute method takes ``model=`` (a preset of
+``Client.models()``), ``config=`` (a Hugging Face ``config.json`` dict) and
+``layer=``; ``Client.last_config`` (a :class:`ConfigUsed`) then says which
+config keys the answer used, the upstream steps it did not apply and the
+layer it computed.
+
 The plotting helpers (:func:`plot_bias`, :func:`plot_attention`,
 :func:`plot_rope`, :func:`plot_analysis`) need matplotlib, imported on
 their first use only.
@@ -49,13 +55,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._client import AttnbiasError, Client, IgnoredFieldsWarning, __version__
+from ._client import AttnbiasError, Client, ConfigUsed, IgnoredFieldsWarning, __version__
 from ._wire import BFloat16, safetensors_dumps, safetensors_loads
 
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them
     from .plotting import plot_analysis, plot_attention, plot_bias, plot_rope
 
-__all__ = ["Client", "AttnbiasError", "IgnoredFieldsWarning", "BFloat16",
+__all__ = ["Client", "AttnbiasError", "IgnoredFieldsWarning", "ConfigUsed", "BFloat16",
            "safetensors_dumps", "safetensors_loads", "plot_bias",
            "plot_attention", "plot_rope", "plot_analysis", "__version__"]
 

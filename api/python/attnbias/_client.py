@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.parse
 import warnings
+from dataclasses import dataclass
 from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional,
                     Sequence, Tuple, Union, cast)
 
@@ -18,7 +19,7 @@ from ._wire import (BF16Mode, WireTensor, as_wire_tensor, b64_tensor,
                     decode_json_output, decode_metadata_output, jsonable,
                     safetensors_dumps, safetensors_loads)
 
-__all__ = ["Client", "AttnbiasError", "IgnoredFieldsWarning"]
+__all__ = ["Client", "AttnbiasError", "IgnoredFieldsWarning", "ConfigUsed"]
 
 __version__ = "0.2.0"
 
@@ -81,6 +82,53 @@ class IgnoredFieldsWarning(UserWarning):
             % (path, ", ".join(fields), "it" if len(fields) == 1 else "them"))
 
 
+@dataclass(frozen=True)
+class ConfigUsed:
+    """What the server made of a request's model config (``model=``,
+    ``config=`` or Hugging Face names at the top level), from the answer's
+    ``X-Attnbias-Config-*`` headers; :attr:`Client.last_config`.
+
+    Attributes:
+        used: the config keys whose values the answer used
+            (``X-Attnbias-Config-Used``); ``model_type`` stands for the
+            family's semantics and its configuration class's defaults.
+        upstream: steps of the model the caller applies before q and k
+            reach attnbias, which the answer did not apply
+            (``X-Attnbias-Config-Upstream``: ``("q_norm", "k_norm")`` for
+            Gemma 3, ``("kv_lora_rank", ...)`` for DeepSeek).
+        layer: the layer computed (``X-Attnbias-Config-Layer``), or None.
+        layer_type: ``"full_attention"`` or ``"sliding_attention"``, or None.
+    """
+
+    used: Tuple[str, ...] = ()
+    upstream: Tuple[str, ...] = ()
+    layer: Optional[int] = None
+    layer_type: Optional[str] = None
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> Optional["ConfigUsed"]:
+        """The answer's config headers (lower-case names), or None when it
+        has none (a request without a config)."""
+        names = ("x-attnbias-config-used", "x-attnbias-config-upstream",
+                 "x-attnbias-config-layer")
+        if not any(n in headers for n in names):
+            return None
+
+        def items(name: str) -> Tuple[str, ...]:
+            return tuple(x.strip() for x in headers.get(name, "").split(",") if x.strip())
+
+        layer: Optional[int] = None
+        layer_type: Optional[str] = None
+        head, _, rest = headers.get(names[2], "").partition(";")
+        if head.strip().isdigit():
+            layer = int(head.strip())
+        for param in rest.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key == "type" and value:
+                layer_type = value.strip().strip('"')
+        return cls(items(names[0]), items(names[1]), layer, layer_type)
+
+
 def _caller_stacklevel() -> int:
     """The warnings stacklevel of the first frame outside this package, so
     that a warning points at the caller's line."""
@@ -92,9 +140,15 @@ def _caller_stacklevel() -> int:
     return level
 
 
-def _drop_none(params: Mapping[str, Any]) -> Dict[str, Any]:
-    """Arguments left at None are not sent (the server's default applies)."""
-    return {k: v for k, v in params.items() if v is not None}
+def _fields(named: Mapping[str, Any], params: Mapping[str, Any]) -> Dict[str, Any]:
+    """A method's request fields: its named arguments left at None are not
+    sent (the server's default applies); a keyword of ``**params`` given as
+    None is sent as JSON null, which says "none" (``rope_scaling=None``
+    removes a preset's scaling, ``rope=None`` in attention says q and k
+    are already rotated)."""
+    out = {k: v for k, v in named.items() if v is not None}
+    out.update(params)
+    return out
 
 
 def _split_tensors(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, WireTensor]]:
@@ -114,6 +168,7 @@ def _split_tensors(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str,
             path = prefix + key
             is_tensor = key in _TENSOR_FIELDS or (in_layers and key in ("weight", "bias"))
             if val is None:
+                out[key] = None      # JSON null: the caller said "none"
                 continue
             if is_tensor and not isinstance(val, dict):
                 tensors[path] = as_wire_tensor(val)
@@ -277,6 +332,20 @@ class Client:
         return "Client(%r)" % self.url
 
     @property
+    def last_config(self) -> Optional[ConfigUsed]:
+        """What the server made of the last request's model config
+        (``model=``, ``config=``, ``layer=``): the keys it used, the
+        upstream steps it did not apply and the layer it computed, as a
+        :class:`ConfigUsed`; None when the last answer carried no config
+        headers.  Example::
+
+            ab.rope(model="gemma-3-1b", layer=5, positions=8)
+            ab.last_config.layer_type      # "full_attention"
+            ab.last_config.upstream        # ("q_norm", "k_norm")
+        """
+        return ConfigUsed.from_headers(self.last_headers)
+
+    @property
     def last_timing(self) -> Dict[str, Any]:
         """Where the last request's time went on the server, in ms, from its
         ``Server-Timing`` header: ``{"read": 21.3, "prepare": 0.1,
@@ -432,7 +501,7 @@ class Client:
         tensor goes).  Returns a dict ``{output name: ndarray or float}``;
         ``accept="image/png"`` returns the PNG bytes.
         """
-        fields, tensors = _split_tensors(_drop_none(params))
+        fields, tensors = _split_tensors(params)
         fields = jsonable(fields)
         nbytes = sum(t.nbytes for t in tensors.values())
         binary = (self.transport == "safetensors" or
@@ -513,7 +582,7 @@ class Client:
     def encodings(self, method: str = "sinusoidal", positions: Any = None,
                   dim: Optional[int] = None, *, x: Any = None, table: Any = None,
                   model: Optional[str] = None, config: Optional[Mapping[str, Any]] = None,
-                  **params: Any) -> Result:
+                  layer: Optional[int] = None, **params: Any) -> Result:
         """Absolute position encodings (``POST /v1/encodings``).
 
         Args:
@@ -524,9 +593,9 @@ class Client:
             x: optional ``[..., n, dim]`` array; then the result is
                 ``x + encoding``.
             table: ``learned``: the ``[rows, dim]`` embedding matrix.
-            model, config: a model preset name and a Hugging Face
-                ``config.json`` dict, sent as the fields ``model`` and
-                ``config`` (see :meth:`rope`).
+            model, config, layer: a model preset name, a Hugging Face
+                ``config.json`` dict and the layer, sent as the fields
+                ``model``, ``config`` and ``layer`` (see :meth:`rope`).
             **params: ``base`` (10000), ``layout`` (``"interleaved"``,
                 ``"concat"``, ``"tensor2tensor"``), ``offset`` (learned),
                 ``normalize`` (integer), ``output_dtype``.
@@ -539,13 +608,14 @@ class Client:
             pe = ab.encodings("sinusoidal", positions=4, dim=8)
             pe[1, :2]      # sin(1), cos(1)
         """
-        return self._outputs("/v1/encodings", dict(
+        return self._outputs("/v1/encodings", _fields(dict(
             method=method, positions=positions, dim=dim, x=x, table=table,
-            model=model, config=config, **params))
+            model=model, config=config, layer=layer), params))
 
     def rope(self, positions: Any = None, head_dim: Optional[int] = None, *,
              q: Any = None, k: Any = None, model: Optional[str] = None,
-             config: Optional[Mapping[str, Any]] = None, **params: Any) -> Result:
+             config: Optional[Mapping[str, Any]] = None, layer: Optional[int] = None,
+             **params: Any) -> Result:
         """Rotary position embedding (``POST /v1/rope``).
 
         Without ``q``/``k`` returns the tables as a dict: ``inv_freq``
@@ -569,7 +639,11 @@ class Client:
                 field ``config`` for the server to read.  A server that does
                 not know these fields ignores them, and the client warns
                 (:class:`IgnoredFieldsWarning`): nothing is derived from
-                them on this side.
+                them on this side.  :attr:`last_config` then says which
+                keys the answer used.
+            layer: the layer to compute, for configs whose layers differ
+                (sliding or global, their own bases); the server's default
+                is 0, and :attr:`last_config` names the layer computed.
             **params: ``rope_theta``, ``partial_rotary_factor`` or
                 ``rotary_dim``, ``interleaved`` (False: rotate-half as in HF
                 Llama / GPT-NeoX; True: GPT-J pairs), ``seq_len``,
@@ -582,24 +656,28 @@ class Client:
             t = ab.rope(positions=8192, head_dim=128, rope_theta=500000.0)
             q_rot = ab.rope(positions=16, head_dim=128, q=q)
         """
-        return self._outputs("/v1/rope", dict(
+        return self._outputs("/v1/rope", _fields(dict(
             positions=positions, head_dim=head_dim, q=q, k=k, model=model,
-            config=config, **params))
+            config=config, layer=layer), params))
 
-    def bias(self, method: str, num_heads: int, q_len: int, k_len: Optional[int] = None, *,
+    def bias(self, method: Optional[str] = None, num_heads: Optional[int] = None,
+             q_len: Optional[int] = None, k_len: Optional[int] = None, *,
              returns: Optional[Sequence[str]] = None, model: Optional[str] = None,
-             config: Optional[Mapping[str, Any]] = None, **params: Any) -> Result:
+             config: Optional[Mapping[str, Any]] = None, layer: Optional[int] = None,
+             **params: Any) -> Result:
         """Attention-bias table (``POST /v1/bias``): ``[num_heads, q_len, k_len]``.
 
         Query row ``r`` sits at position ``q_offset + r`` (default
         ``k_len - q_len``), key ``j`` at ``j``.
 
         Args:
-            method: ``"alibi"``, ``"t5"``, ``"fire"``, ``"kerple"`` or ``"none"``.
-            num_heads, q_len, k_len: table size (``k_len`` defaults to ``q_len``).
+            method: ``"alibi"``, ``"t5"``, ``"fire"``, ``"kerple"`` or ``"none"``;
+                with ``model=`` or ``config=`` the model's (may be left out).
+            num_heads, q_len, k_len: table size (``k_len`` defaults to
+                ``q_len``; ``num_heads`` may come from the model's config).
             returns: ``["bias"]`` (default), ``["buckets"]`` or both
                 (T5 buckets are int32 ``[q_len, k_len]``); with both, a dict.
-            model, config: as for :meth:`rope`.
+            model, config, layer: as for :meth:`rope`.
             **params: ``causal``, ``q_offset``, ``window``,
                 ``sliding_window``, and the method's parameters: alibi
                 ``max_bias`` / ``slopes``; t5 ``table``
@@ -615,11 +693,11 @@ class Client:
             b = ab.bias("alibi", num_heads=8, q_len=4, k_len=4, causal=True)
             b[0]           # -0.5 * |i - j| below the diagonal, -inf above
         """
-        return self._outputs("/v1/bias", dict(
+        return self._outputs("/v1/bias", _fields(dict(
             method=method, num_heads=num_heads, q_len=q_len,
             k_len=q_len if k_len is None else k_len,
             **({"return": list(returns)} if returns else {}),
-            model=model, config=config, **params))
+            model=model, config=config, layer=layer), params))
 
     def bias_heatmap(self, method: str, num_heads: int, q_len: int,
                      k_len: Optional[int] = None, head: int = 0, *,
@@ -632,13 +710,13 @@ class Client:
             Image(ab.bias_heatmap("alibi", 8, 64, heads=[0, 3, 7], causal=True))
         """
         sel: Dict[str, Any] = {"heads": list(heads)} if heads is not None else {"head": head}
-        return self._png("/v1/bias", dict(
+        return self._png("/v1/bias", _fields(dict(
             method=method, num_heads=num_heads, q_len=q_len,
-            k_len=q_len if k_len is None else k_len, **sel, **params))
+            k_len=q_len if k_len is None else k_len, **sel), params))
 
     def attention(self, q: Any, k: Any, v: Any, *, returns: Optional[Sequence[str]] = None,
                   model: Optional[str] = None, config: Optional[Mapping[str, Any]] = None,
-                  **params: Any) -> Result:
+                  layer: Optional[int] = None, **params: Any) -> Result:
         """Full attention (``POST /v1/attention``).
 
         Args:
@@ -649,7 +727,7 @@ class Client:
             returns: the outputs to get, exactly: ``["output"]``
                 (default), ``["lse"]`` (then the lse array alone), or
                 several, e.g. ``["output", "lse", "weights"]`` (then a dict).
-            model, config: as for :meth:`rope`.
+            model, config, layer: as for :meth:`rope`.
             **params: ``causal``, ``scale`` (default ``1/sqrt(D)``),
                 ``q_offset`` (default ``Nk - Nq``, bottom-right), ``softcap``,
                 ``window=[left, right]`` or ``sliding_window=W``,
@@ -668,9 +746,9 @@ class Client:
             r = ab.attention(q, k, v, causal=True, returns=["output", "lse"])
             r["lse"].shape     # [B, Hq, Nq]
         """
-        return self._outputs("/v1/attention", dict(
+        return self._outputs("/v1/attention", _fields(dict(
             q=q, k=k, v=v, **({"return": list(returns)} if returns else {}),
-            model=model, config=config, **params))
+            model=model, config=config, layer=layer), params))
 
     def attention_heatmap(self, q: Any, k: Any, v: Any, head: int = 0, *,
                           heads: Optional[Iterable[int]] = None, batch: int = 0,
@@ -680,7 +758,8 @@ class Client:
         the heads ``heads`` as a grid.  ``params`` are those of
         :meth:`attention`.  Returns the PNG bytes."""
         sel: Dict[str, Any] = {"heads": list(heads)} if heads is not None else {"head": head}
-        return self._png("/v1/attention", dict(q=q, k=k, v=v, batch=batch, **sel, **params))
+        return self._png("/v1/attention", _fields(dict(q=q, k=k, v=v, batch=batch, **sel),
+                                                  params))
 
     def analysis(self, kind: str, seq_len: int, *, model: Optional[str] = None,
                  config: Optional[Mapping[str, Any]] = None,

@@ -4,7 +4,8 @@
 ``attnbias.plot_bias``, ``plot_attention`` or ``plot_rope`` imports this
 module, and matplotlib with it.  Each returns a
 :class:`matplotlib.figure.Figure` made without pyplot (no global state, no
-window): a notebook shows it when it is a cell's value, and
+window): a notebook shows it when it is a cell's value (importing this module
+inside IPython registers the PNG formatter that shows it), and
 ``fig.savefig("x.png")`` writes it.
 
 Conventions of the heatmaps, as the HTTP API's: rows are queries, columns
@@ -20,7 +21,9 @@ drawn as a grid of panels titled ``head h``, on one colour scale unless
 
 from __future__ import annotations
 
+import importlib
 import math
+import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -49,6 +52,27 @@ MAX_PANELS = 64
 TICK_STEPS = [1, 2, 4, 5, 8, 10]
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def _show_in_notebooks() -> None:
+    """Make a notebook show a Figure that is a cell's value.
+
+    A Figure made without pyplot has no display of its own: IPython draws
+    matplotlib figures through a PNG formatter that ``%matplotlib inline``
+    (or importing pyplot in a notebook) registers.  When this module is
+    imported inside IPython, the same formatter is registered for Figure;
+    outside IPython nothing happens.
+    """
+    ipython: Any = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return
+    tools: Any = importlib.import_module("IPython.core.pylabtools")
+    formatter = shell.display_formatter.formatters["image/png"]
+    formatter.for_type(Figure, lambda fig: tools.print_figure(fig, "png", bbox_inches="tight"))
+
+
+_show_in_notebooks()
 
 
 def _heads_of(arr: FloatArray, heads: Optional[Sequence[int]], what: str

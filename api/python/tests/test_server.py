@@ -111,6 +111,42 @@ class Numbers(ServerCase):
         self.assertTrue({"read", "prepare"} <= set(t), t)
 
 
+class ModelConfigs(ServerCase):
+    def test_presets_layers_and_config_answers(self):
+        """model=, config= and layer= on every compute route, and what the
+        server made of them in last_config."""
+        self.quiet()
+        ab = self.client()
+        names = {p["name"] for p in ab.models()["presets"]}
+        self.assertLessEqual({"llama-3.1-8b", "gemma-3-1b", "bloom-560m", "t5-small"}, names)
+        # Gemma 3 1B: layer 5 is global (rope_theta 1e6), layer 4 slides
+        # (rope_local_base_freq 1e4); inv_freq[1] = theta^(-2/256).
+        for layer, theta, kind in ((5, 1e6, "full_attention"), (4, 1e4, "sliding_attention")):
+            t = ab.rope(model="gemma-3-1b", layer=layer, positions=3)
+            close(t["inv_freq"][1], theta ** (-2 / 256), 1e-6, 0, "gemma 3 layer %d" % layer)
+            cfg = ab.last_config
+            self.assertEqual((cfg.layer, cfg.layer_type), (layer, kind))
+            self.assertEqual(cfg.upstream, ("q_norm", "k_norm"))
+            self.assertIn("rope_local_base_freq" if layer == 4 else "rope_theta", cfg.used)
+        b = ab.bias(q_len=4, model="bloom-560m")       # 16 heads of ALiBi, causal
+        self.assertEqual(b.shape, (16, 4, 4))
+        close(b, ref_alibi(16, 4, 4, causal=True), 1e-6, 0, "bloom")
+        self.assertIn("n_head", ab.last_config.used)
+        q = np.random.default_rng(1).normal(size=(1, 2, 3, 8)).astype(np.float32)
+        out = ab.attention(q, q, q, config={"model_type": "gemma2",
+                                            "attn_logit_softcapping": 50.0,
+                                            "query_pre_attn_scalar": 64}, layer=1)
+        self.assertEqual(out.shape, (1, 2, 3, 8))
+        self.assertEqual(ab.last_config.layer, 1)
+        self.assertLessEqual({"attn_logit_softcapping", "query_pre_attn_scalar"},
+                             set(ab.last_config.used))
+        with self.assertRaises(attnbias.AttnbiasError) as e:
+            ab.encodings("sinusoidal", positions=2, dim=4, model="llama-2-7b")
+        self.assertEqual(e.exception.field, "/model")
+        ab.encodings("sinusoidal", positions=2, dim=4)
+        self.assertIsNone(ab.last_config)
+
+
 class Dtypes(ServerCase):
     def setUp(self):
         self.quiet()

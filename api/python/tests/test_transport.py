@@ -116,6 +116,24 @@ class Fields(unittest.TestCase):
             self.assertEqual(params["config"], config)
             self.assertEqual(sorted(tensors), ["k", "q", "v"])
 
+    def test_layer_is_sent_and_config_headers_read(self):
+        rope = {"inv_freq": {"shape": [1], "dtype": "float32", "data": [1.0]}}
+        answer = json_answer(rope, **{
+            "X-Attnbias-Config-Used": "model_type, rope_local_base_freq, sliding_window",
+            "X-Attnbias-Config-Upstream": "q_norm, k_norm",
+            "X-Attnbias-Config-Layer": "4; type=sliding_attention"})
+        with FakeServer([answer, json_answer(rope)]) as srv:
+            with attnbias.Client(srv.url, transport="json") as c:
+                self.assertIsNone(c.last_config)
+                c.rope(positions=2, model="gemma-3-1b", layer=4)
+                self.assertEqual(c.last_config, attnbias.ConfigUsed(
+                    ("model_type", "rope_local_base_freq", "sliding_window"),
+                    ("q_norm", "k_norm"), 4, "sliding_attention"))
+                c.rope(positions=2, head_dim=8)          # no config: no headers
+                self.assertIsNone(c.last_config)
+            self.assertEqual(json.loads(srv.requests[0][3]),
+                             {"positions": 2, "model": "gemma-3-1b", "layer": 4})
+
     def test_strict_sends_prefer(self):
         with FakeServer([OK, OK]) as srv:
             for strict in (True, False):
