@@ -11,6 +11,7 @@
 
 #if BENCH_HAVE_CODEC
 
+#include "call/call.h"
 #include "srv.h"
 
 /* The server keeps its configuration in srv_cfg, defined next to main()
@@ -18,29 +19,14 @@
  * linked server object defines it; a strong one wins when one does. */
 struct srv_config srv_cfg __attribute__((weak));
 
-/* The same set-up and tear-down as http/call.c does for a request. */
+/* A request's call, set up as the server does (call/call.c). */
 static void call_init(struct srv_call *c, const char *ctype, const char *body,
                       size_t len)
 {
-  memset(c, 0, sizeof *c);
-  srv_arena_init(&c->arena, 0);
-  srv_buf_init(&c->custom, 0);
-  srv_buf_init(&c->ignored, 0);
-  srv_buf_init(&c->resp_body, 0);
-  c->out_dtype = AB_DTYPE_F32;
+  srv_call_init(c, NULL);
   c->content_type = ctype;
   c->body = body;
   c->body_len = len;
-}
-
-static void call_release(struct srv_call *c)
-{
-  json_decref(c->params);
-  c->params = NULL;
-  srv_buf_free(&c->custom);
-  srv_buf_free(&c->ignored);
-  srv_buf_free(&c->resp_body);
-  srv_arena_free(&c->arena);
 }
 
 /* Decode `body` as a request and fetch the named tensors; seconds or a
@@ -67,7 +53,7 @@ static double time_decode(const char *ctype, const char *body, size_t len,
       ok = 0;
     }
   dt = bench_now() - t0;
-  call_release(&c);
+  srv_call_release(&c);
   return ok ? dt : -1;
 }
 
@@ -92,7 +78,7 @@ static double time_encode(const void *x, enum ab_dtype dt, int64_t n,
   } else {
     printf("  encode failed: %d %s\n", err.http, err.detail);
   }
-  call_release(&c);
+  srv_call_release(&c);
   return sec;
 }
 

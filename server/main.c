@@ -154,6 +154,8 @@ int main(int argc, char **argv)
     fprintf(stderr, "%s: cannot start the worker pool\n", SRV_NAME);
     return 1;
   }
+  srv_probe.draining = srv_http_draining;
+  srv_probe.metrics = srv_http_metrics;
   if (srv_http_start() != 0) {
     srv_work_stop();
     srv_tls_stop();

@@ -1,11 +1,14 @@
 /* srv.h: the seams between the parts of attnbiasd.  Each part owns one
- * directory and implements its section below:
+ * directory and implements its section below (or its own header):
  *   util/     errors, arena, buffers, logging             (srv_err_*, ...)
  *   http/     libmicrohttpd glue, auth, limits, lifecycle (srv_http_*)
+ *   call/     a request's pipeline (call/call.h)          (srv_call_*)
+ *   metrics/  counters (metrics/metrics.h)                (srv_metrics_*)
  *   work/     libuv loop + pool, running a call's jobs    (srv_work_*)
  *   route/    routes.def and the method+path table        (srv_route_*)
  *   codec/    JSON/base64/safetensors/npy/PNG <-> tensors (srv_codec_*)
  *   handlers/ one file per route: params -> library jobs  (srv_h_*)
+ * Which part may use which: docs/internals/layers.md.
  * A request's life: http collects the body -> route match -> auth ->
  * srv_codec_decode_request -> handler prepare (validate, budgets, jobs,
  * outputs declared) -> jobs' pieces run on the pool -> handler finish ->
@@ -51,8 +54,13 @@ int srv_fail(struct srv_err *e, int http, const char *field, const char *fmt,
 /* Override slug/title after srv_fail (e.g. "unsupported-media-type"). */
 void srv_err_slug(struct srv_err *e, const char *slug, const char *title);
 /* Turn the library's last error into a 400 (413 for AB_STATUS_OVERFLOW,
- * 500 for NO_MEMORY): field = prefix + "/" + arg with dots as slashes. */
-int srv_fail_lib(struct srv_err *e, enum ab_status st, const char *prefix);
+ * 500 for NO_MEMORY): field = prefix + "/" + arg with dots as slashes.
+ * `prefix` is the pointer of the object the library call describes ("",
+ * "/bias", "/rope"); a leading component of the argument equal to `strip`
+ * ("bias", "rope"; NULL: none) is removed first, because the library names
+ * arguments as the attention request does. */
+int srv_fail_lib(struct srv_err *e, enum ab_status st, const char *prefix,
+                 const char *strip);
 
 /* ======================================================================
  * util/: memory
@@ -184,7 +192,7 @@ struct srv_output {
 
 struct srv_route;
 struct srv_v2; /* codec/v2.c */
-struct srv_stream; /* http/call.c */
+struct srv_stream; /* call/call.c */
 struct srv_cfg_trace; /* handlers/config-apply.c */
 
 /* Bytes of a response sent from where they lie (see srv_call.resp_seg). */
@@ -216,7 +224,8 @@ struct srv_call {
   int out_dtype;            /* "output_dtype" (enum ab_dtype), default F32 */
   int b64;                  /* "encoding": "b64" */
   const char *pick;         /* "output": name (for npy), or NULL */
-  void *codec;              /* codec-private (parsed number spans), arena */
+  void *codec;              /* codec-private (members read beside params),
+                             * arena */
   /* An Open Inference Protocol call (codec/v2.c): its id, model and the
    * outputs it asked for, in the arena; NULL for every other call. */
   struct srv_v2 *v2;
@@ -297,8 +306,11 @@ struct srv_call {
 int srv_prefer_strict(const char *value);
 
 /* ======================================================================
- * route/: the route table (routes.def is the single list)
+ * route/: the route table (routes.def, beside this file, is the single
+ * list)
  * ====================================================================== */
+struct srv_call;
+struct srv_err;
 typedef int (*srv_handler_fn)(struct srv_call *c, struct srv_err *err);
 
 enum srv_route_flags {
@@ -349,6 +361,13 @@ int srv_codec_check_media(const struct srv_route *route,
                           const char *content_type, const char *accept,
                           struct srv_err *err);
 
+/* The bytes a safetensors body of `total` bytes opens with before its
+ * tensors -- the length field and the header it gives -- read from the
+ * first `have` bytes: > 0, 0 while fewer than 8 are in, -1 when the length
+ * field cannot be right (no safetensors body, or a broken one: decoding the
+ * whole body will say).  For computing while a body arrives. */
+int64_t srv_codec_st_head(const char *body, size_t have, uint64_t total);
+
 /* Find the tensor named by the dotted path ("q", "bias.table",
  * "bias.layers.0.weight"): first among the safetensors tensors, else in the
  * JSON params in any form of docs/http.md#tensors-in-json.  Returns 1 and fills
@@ -375,16 +394,31 @@ int srv_codec_number(const json_t *j, double *out);
  * exactly one output or c->pick, and no bfloat16 (406). */
 int srv_codec_encode(struct srv_call *c, struct srv_err *err);
 
+/* The members of request objects.  c->params holds what the client sent,
+ * except the members the codec read beside it: a tensor written as nested
+ * arrays of numbers, a long "data" array, a long "b64" string.  Those are
+ * not in the tree at all (no stand-in value either); srv_codec_tensor reads
+ * them, and these give them to the code that looks for something else. */
+/* Whether obj (an object of c->params) has the member `key` beside it. */
+int srv_codec_beside(const struct srv_call *c, const json_t *obj,
+                     const char *key);
+/* The member `key` of obj: the tree's value, or one the codec read beside
+ * it, then put into the tree as JSON (arrays of numbers, a string) -- for
+ * a parameter that expects something else, so that its error shows what
+ * was sent.  NULL when absent (or out of memory). */
+const json_t *srv_codec_member(struct srv_call *c, const json_t *obj,
+                               const char *key);
+/* fn(key, value, arg) for every member of obj in the order sent, those
+ * beside the tree with value NULL. */
+void srv_codec_members(const struct srv_call *c, const json_t *obj,
+                       void (*fn)(const char *key, const json_t *v,
+                                  void *arg),
+                       void *arg);
 /* Compact JSON text of a request value for an error message, cut to fit
- * `size` (then ending "...").  Values the pre-scan lifted out of the text
- * (rows of numbers, base64 strings) are shown as the client sent them,
- * never as the codec's placeholders. */
+ * `size` (then ending "...").  Members read beside the tree are shown as
+ * the client sent them. */
 void srv_codec_show(const struct srv_call *c, const json_t *v, char *buf,
                     size_t size);
-/* Whether v is the placeholder of a value the pre-scan lifted out (a JSON
- * string to jansson; really an array of numbers or a base64 string):
- * parameter checks must not take it for a string. */
-int srv_codec_lifted(const struct srv_call *c, const json_t *v);
 
 /* An unknown field at a JSON pointer: under Prefer: handling=strict the
  * first one is kept (c->strict_first, the 400's field), and every one is
@@ -505,27 +539,32 @@ int srv_check_budget(struct srv_call *c, double out_bytes, double flops,
 /* Append a job to c->jobs (the call frees it). */
 int srv_add_job(struct srv_call *c, ab_job_t *job, struct srv_err *err);
 
-/* The handlers (routes.def names them). */
-int srv_h_healthz(struct srv_call *c, struct srv_err *err);
-int srv_h_readyz(struct srv_call *c, struct srv_err *err);
-int srv_h_metrics(struct srv_call *c, struct srv_err *err);
-int srv_h_openapi(struct srv_call *c, struct srv_err *err);
-int srv_h_methods(struct srv_call *c, struct srv_err *err);
-int srv_h_encodings(struct srv_call *c, struct srv_err *err);
-int srv_h_rope(struct srv_call *c, struct srv_err *err);
-int srv_h_bias(struct srv_call *c, struct srv_err *err);
-int srv_h_bias_finish(struct srv_call *c, struct srv_err *err);
-int srv_h_attention(struct srv_call *c, struct srv_err *err);
-int srv_h_attention_finish(struct srv_call *c, struct srv_err *err);
-int srv_h_analysis(struct srv_call *c, struct srv_err *err);
-int srv_h_page(struct srv_call *c, struct srv_err *err);
-int srv_h_page_js(struct srv_call *c, struct srv_err *err);
-int srv_h_page_css(struct srv_call *c, struct srv_err *err);
-int srv_h_analysis_finish(struct srv_call *c, struct srv_err *err);
-int srv_h_models(struct srv_call *c, struct srv_err *err);
-int srv_h_v2_server(struct srv_call *c, struct srv_err *err);
-int srv_h_v2_model(struct srv_call *c, struct srv_err *err);
-int srv_h_v2_model_ready(struct srv_call *c, struct srv_err *err);
+/* The handlers, declared from routes.def: every route's prepare, and its
+ * finish unless that is NULL.  The NULL test is the preprocessor's probe
+ * idiom: pasted to SRV_H_PROBE_, the token NULL (and only it) names a macro
+ * whose comma shifts a 1 into second place. */
+typedef int srv_handler(struct srv_call *c, struct srv_err *err);
+#define SRV_H_PROBE_NULL ~, 1
+#define SRV_H_SECOND_(a, b, ...) b
+#define SRV_H_SECOND(...) SRV_H_SECOND_(__VA_ARGS__)
+#define SRV_H_CAT_(a, b) a##b
+#define SRV_H_CAT(a, b) SRV_H_CAT_(a, b)
+#define SRV_H_DECLARE_0(fn) srv_handler fn;
+#define SRV_H_DECLARE_1(fn)
+#define SRV_ROUTE(method, path, name, prepare, finish, flags)                  \
+  srv_handler prepare;                                                         \
+  SRV_H_CAT(SRV_H_DECLARE_, SRV_H_SECOND(SRV_H_PROBE_##finish, 0, ~))(finish)
+#include "routes.def"
+#undef SRV_ROUTE
+
+/* What the operational routes (health.c) report about the server around
+ * them: http/ sits above the handlers, so main.c points these at it once,
+ * before the server starts.  NULL: never draining / no metrics (500). */
+struct srv_probe {
+  int (*draining)(void);              /* 1 while draining */
+  int (*metrics)(struct srv_buf *out); /* Prometheus text into out */
+};
+extern struct srv_probe srv_probe;
 
 /* A model's config on a POST route (handlers/config-apply.c, docs/models.md):
  * before the handler runs, "model", "config", "layer" and the Hugging Face
@@ -567,9 +606,6 @@ int srv_http_port(void);
 void srv_http_drain(void); /* stop accepting; readiness -> 503 */
 void srv_http_stop(void);
 int srv_http_draining(void);
-
-/* Prometheus text exposition of the counters into out. */
-int srv_metrics_render(struct srv_buf *out);
 
 /* One line to stderr (timestamps added). */
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

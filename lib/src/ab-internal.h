@@ -68,6 +68,21 @@ struct ab_job {
 /* Allocate a job whose ctx is a zeroed block of ctx_size bytes. */
 enum ab_status ab__job_new(size_t ctx_size, struct ab_job **out);
 
+/* ---- the kernel table (dispatch.c) and the CPU (cpu-x86.c) ---------- */
+struct ab__kernels; /* kernels/kernels.h */
+/* The table for this process (AB_ISA caps it). */
+const struct ab__kernels *ab__kernels(void);
+/* Tests: the table of one ISA ("ref", "avx2", "avx512"), or NULL when the
+ * CPU cannot run it.  ab__isa_list is NULL-terminated, best last. */
+const struct ab__kernels *ab__kernels_for(const char *isa);
+const char *const *ab__isa_list(void);
+int ab__cpu_has_avx2_fma(void);
+int ab__cpu_has_avx512(void);
+/* AVX512-BF16 (vdpbf16ps), and whether this CPU kind runs it faster than
+ * FP32 FMAs (docs/internals/dispatch.md says which kinds were measured). */
+int ab__cpu_has_avx512_bf16(void);
+int ab__cpu_bf16_dot_fast(void);
+
 /* ---- numbers --------------------------------------------------------- */
 static inline int64_t ab__min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ab__max64(int64_t a, int64_t b) { return a > b ? a : b; }

@@ -1,6 +1,6 @@
 /* cpu-x86.c: CPU feature detection only (cpuid + xgetbv via GCC builtins);
  * no other file asks the CPU what it can do. */
-#include "kernels/kernels.h"
+#include "ab-internal.h"
 
 #include <stdlib.h>
 #if defined(__x86_64__) || defined(__i386__)

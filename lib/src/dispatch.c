@@ -54,7 +54,8 @@ static void resolve(void)
   }
   if (ab__cpu_has_avx512()) {
     g_tables[ISA_AVX512] = g_tables[ISA_AVX2];
-    ab__kernels_avx512(&g_tables[ISA_AVX512]);
+    ab__kernels_avx512(&g_tables[ISA_AVX512], ab__cpu_has_avx512_bf16(),
+                       ab__cpu_bf16_dot_fast());
     g_usable[ISA_AVX512] = 1;
   }
 #endif

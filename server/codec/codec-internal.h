@@ -14,6 +14,8 @@
  * bodies, safetensors headers and their "params").  jansson recurses per
  * level, so the bound is checked by a pre-scan before jansson sees the text. */
 #define SRV_CODEC_MAX_DEPTH 64
+/* Room for a JSON pointer (= sizeof(struct srv_err){0}.field). */
+#define SRV_CODEC_PTR_MAX 192
 
 /* Arrays of at least this many numbers, as the value of a "data" member,
  * are parsed by the codec's own number parser instead of becoming one
@@ -22,30 +24,43 @@
  * the body instead of being copied by jansson (see json-text.c). */
 #define SRV_CODEC_SPAN_MIN 64
 #define SRV_CODEC_B64_MIN 256
-/* Likewise the innermost rows of a nested array (a tensor written as
- * nested lists, numpy's tolist()) from this many numbers on: jansson then
- * sees one placeholder string per row.  Not under the members named in
+/* Likewise a member's value that is a rectangular nested array of numbers
+ * (a tensor written as nested lists, numpy's tolist()) whose rows hold
+ * this many numbers or more.  Not the members named in
  * srv_codec_node_keys, whose arrays their readers take node by node. */
 #define SRV_CODEC_ROW_MIN 4
 extern const char *const srv_codec_node_keys[];
 
 /* ---- per-call codec state (c->codec, in the arena) ---------------------- */
 
-/* One value the pre-scan lifted out of the text: a "data" number array or
- * a nested array's row of numbers (v, n), or a "b64" string (text, len: its characters in the body, all of
- * the base64 alphabet).  In the text handed to jansson the value is
- * replaced by the string "\u0000<index>", which no request can contain
- * (see json-text.c). */
-struct srv_codec_span {
-  const double *v; /* numbers, exactly as jansson would have read them */
+/* What a lifted member holds. */
+enum srv_lift_kind {
+  SRV_LIFT_DATA,   /* a "data" array of numbers: v[0..n) */
+  SRV_LIFT_NESTED, /* a nested array of numbers: shape[0..rank), v row-major */
+  SRV_LIFT_B64     /* a "b64" string: text[0..len), in the body */
+};
+
+/* One member the pre-scan lifted out of the text: jansson never sees it,
+ * so c->params holds no node for it (and no stand-in of any kind); it lives
+ * here, found by its JSON pointer or by its object and name. */
+struct srv_codec_lift {
+  const char *ptr;      /* its JSON pointer ("/q", "/x/data") */
+  const char *key;      /* its name in its object */
+  int64_t index;        /* its place among that object's members as sent */
+  const json_t *parent; /* that object in the tree; NULL once the member
+                         * was put into the tree (srv_codec_member) */
+  enum srv_lift_kind kind;
+  const double *v;      /* numbers, exactly as jansson would have read them */
   int64_t n;
-  const char *text; /* v == NULL: the string's characters, no quotes */
+  int rank;
+  int64_t shape[AB_MAX_DIMS];
+  const char *text;     /* SRV_LIFT_B64: its characters, no quotes */
   size_t len;
 };
 
 struct srv_codec_state {
-  struct srv_codec_span *spans;
-  int nspans, cap;
+  struct srv_codec_lift *lifts;
+  int nlifts, cap;
 };
 
 /* ---- JSON text ---------------------------------------------------------- */
@@ -65,8 +80,9 @@ void srv_codec__pointer_add(char *out, size_t cap, const char *tok, size_t n);
 
 /* Parse a JSON text into an object: a pre-scan first rejects nesting deeper
  * than SRV_CODEC_MAX_DEPTH (400 naming the pointer and byte offset) and,
- * when c is not NULL, parses large "data" number arrays into c's spans so
- * jansson never builds a node per number.  `what` names the text in
+ * when c is not NULL, lifts the members holding many numbers out of the
+ * text into c's lifts (struct srv_codec_lift), so that jansson never
+ * builds a node per number.  `what` names the text in
  * details ("request body", "safetensors header").  Returns a new reference
  * or NULL with err set (400 naming line, column and byte offset; 413/500
  * when memory runs out). */
@@ -74,12 +90,9 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
                                 size_t len, const char *what,
                                 struct srv_err *err);
 
-/* If j is the placeholder of a lifted number array, return its span; else
- * NULL.  srv_codec__span_str: the same for a lifted base64 string. */
-const struct srv_codec_span *srv_codec__span(const struct srv_call *c,
-                                             const json_t *j);
-const struct srv_codec_span *srv_codec__span_str(const struct srv_call *c,
-                                                 const json_t *j);
+/* The member lifted at JSON pointer ptr, or NULL. */
+const struct srv_codec_lift *srv_codec__lift_at(const struct srv_call *c,
+                                                const char *ptr);
 
 /* Parse one JSON number token s[0..n) exactly as jansson 2.14 does
  * (integers through int64 then converted to double, reals by correctly

@@ -1,20 +1,23 @@
 /* json-text.c: JSON text in and out -- string escaping, JSON pointers, and
  * parsing request texts with jansson behind a pre-scan that (1) bounds the
  * nesting depth before jansson's recursive parser sees the text and (2)
- * lifts large "data" number arrays out of the text so that they are parsed
+ * lifts members that hold many numbers -- a long "data" array, a tensor
+ * written as nested arrays -- out of the text, so that they are parsed
  * straight into a double array instead of one jansson node per number, and
- * large "b64" strings so that they are decoded from the body in place.
+ * long "b64" strings, so that they are decoded from the body in place.
  *
- * How (2) stays invisible: each lifted array is fed to jansson as the
- * string "\u0000<index>" (through json_load_callback, so the body is never
- * copied) with JSON_ALLOW_NUL set.  A request cannot contain such a string
- * itself: without the `\u0000` escape no JSON string holds a NUL byte, and
- * a text that contains `\u0000` anywhere is parsed without lifting (and
- * without JSON_ALLOW_NUL), exactly as before.  Numbers are read with
- * jansson's rules (srv_codec__parse_number), arrays holding anything but
- * numbers and the strings "inf", "-inf", "nan" are left to jansson, and so
- * are strings with any character outside the base64 alphabet, so values
- * and errors are the same on both paths. */
+ * How (2) stays honest: a lifted member is left out of the text jansson
+ * reads (through json_load_callback, so the body is never copied), name,
+ * value and a comma, so the tree holds only what the client sent and
+ * nothing in its place.  The member lives beside the tree (struct
+ * srv_codec_lift), found by its JSON pointer (srv_codec_tensor) or by its
+ * object and name (srv_codec_member, srv_codec_members, srv_codec_show).
+ * Numbers are read with jansson's rules (srv_codec__parse_number); arrays
+ * holding anything but numbers and the strings "inf", "-inf", "nan", ragged
+ * ones and malformed ones are left to jansson, and so are strings with any
+ * character outside the base64 alphabet, so values and errors are the same
+ * on both paths.  A member whose path has an escaped key is left to jansson
+ * too (its pointer could not be written from the raw text). */
 #include "codec-internal.h"
 
 #include <math.h>
@@ -223,30 +226,31 @@ void *srv_codec__alloc(struct srv_call *c, size_t n, const char *field,
 }
 
 /* ======================================================================
- * pre-scan: depth bound and "data" spans
+ * pre-scan: depth bound and lifted members
  * ====================================================================== */
 
 struct frame {
   int obj;      /* 1: object, 0: array */
   int want_key; /* object: the next string is a key */
-  int rows;     /* array: its number arrays may be lifted as rows */
   int64_t idx;  /* array: index of the current element */
+  int64_t nkeys; /* object: members begun so far */
   size_t koff, klen; /* object: the current member's raw key */
+  size_t sep;   /* object: its '{' or the last ',' */
 };
 
-/* A lifted array: text[start, end) becomes the placeholder of span `index`. */
-struct lift {
+/* A lifted member: text[start, end) -- its name, value and one comma --
+ * is left out of the text jansson reads. */
+struct cut {
   size_t start, end;
-  int index;
 };
 
 struct scan {
   struct srv_call *c;
   const char *t;
   size_t len;
-  struct lift *lifts; /* malloc'd; freed by parse_object */
-  int nlifts, cap;
-  int lift_ok; /* -1: not decided yet, 0: text has \u0000, 1: lifting */
+  struct cut *cuts; /* malloc'd; freed by parse_object */
+  int ncuts, cap;
+  int first; /* the first of c's lifts this text made */
 };
 
 static int is_ws(char ch)
@@ -282,14 +286,92 @@ static size_t span_string(const char *p, const char *e, double *v)
   return 0;
 }
 
-/* Add a lifted span for text[pos, end) to s and c: numbers v[0..n), or
- * (v NULL) the string str[0..slen). */
-static int record_lift(struct scan *s, size_t pos, size_t end,
-                       const double *v, int64_t n, const char *str,
-                       size_t slen, struct srv_err *err)
+/* Whether the member the innermost frame is at can be found again by a
+ * JSON pointer built from the raw text: no key on its path holds an
+ * escape (jansson would decode it). */
+static int path_plain(const struct scan *s, const struct frame *fr, int depth)
+{
+  int i;
+
+  for (i = 0; i < depth; i++)
+    if (fr[i].obj && memchr(s->t + fr[i].koff, '\\', fr[i].klen))
+      return 0;
+  return 1;
+}
+
+/* Whether t[a, b) is whitespace with `mid` (0: nothing) once in it. */
+static int only_ws(const char *t, size_t a, size_t b, char mid)
+{
+  int seen = !mid;
+
+  for (; a < b; a++)
+    if (!seen && t[a] == mid)
+      seen = 1;
+    else if (!is_ws(t[a]))
+      return 0;
+  return seen;
+}
+
+/* The bytes to leave out for the member whose value is text[pos, vend):
+ * its name and value, and one comma -- the one before it, unless every
+ * member before it is left out too (then the one after it, if any).
+ * 0 when the text around it is not what JSON wants there: such a member
+ * is left to jansson, which says what is wrong. */
+static int cut_for(const struct scan *s, const struct frame *f, size_t pos,
+                   size_t vend, struct cut *k)
+{
+  size_t q = vend;
+
+  while (q < s->len && is_ws(s->t[q]))
+    q++;
+  if (q >= s->len || (s->t[q] != ',' && s->t[q] != '}') ||
+      !only_ws(s->t, f->koff + f->klen + 1, pos, ':'))
+    return 0;
+  k->start = f->koff - 1;
+  k->end = vend;
+  if (f->nkeys > 1 && !(s->ncuts && s->cuts[s->ncuts - 1].end > f->sep)) {
+    k->start = f->sep;
+    return s->t[f->sep] == ',' && only_ws(s->t, f->sep + 1, f->koff - 1, 0);
+  }
+  if (s->t[q] == ',')
+    k->end = q + 1;
+  return 1;
+}
+
+/* The JSON pointer of where the frames are (raw keys: see path_plain). */
+static void frames_pointer(const struct scan *s, const struct frame *fr,
+                           int depth, char *ptr, size_t cap)
+{
+  char num[24];
+  int i;
+
+  ptr[0] = '\0';
+  for (i = 0; i < depth; i++) {
+    if (fr[i].obj) {
+      srv_codec__pointer_add(ptr, cap, s->t + fr[i].koff, fr[i].klen);
+    } else {
+      snprintf(num, sizeof num, "%lld", (long long)fr[i].idx);
+      srv_codec__pointer_add(ptr, cap, num, strlen(num));
+    }
+  }
+}
+
+/* Record the member at the innermost frame, whose value is text[pos, vend),
+ * as lifted: `l` holds its value.  Returns 1, 0 (not lifted: too many, or
+ * malformed around it) or -1 (error). */
+static int record_lift(struct scan *s, const struct frame *fr, int depth,
+                       size_t pos, size_t vend, const struct srv_codec_lift *l,
+                       struct srv_err *err)
 {
   struct srv_codec_state *st = s->c->codec;
+  const struct frame *f = &fr[depth - 1];
+  struct srv_codec_lift *d;
+  char ptr[SRV_CODEC_PTR_MAX];
+  struct cut k;
+  char *key;
 
+  if (!cut_for(s, f, pos, vend, &k))
+    return 0;
   if (!st) {
     st = srv_codec__alloc(s->c, sizeof *st, "", err);
     if (!st)
@@ -297,102 +379,185 @@ static int record_lift(struct scan *s, size_t pos, size_t end,
     memset(st, 0, sizeof *st);
     s->c->codec = st;
   }
-  if (st->nspans == st->cap) {
+  if (st->nlifts == st->cap) {
     int ncap = st->cap ? 2 * st->cap : 16;
-    struct srv_codec_span *ns;
+    struct srv_codec_lift *nl;
     if (ncap > (1 << 24))
       return 0;
-    ns = srv_codec__alloc(s->c, (size_t)ncap * sizeof *ns, "", err);
-    if (!ns)
+    nl = srv_codec__alloc(s->c, (size_t)ncap * sizeof *nl, "", err);
+    if (!nl)
       return -1;
-    if (st->nspans)
-      memcpy(ns, st->spans, (size_t)st->nspans * sizeof *ns);
-    st->spans = ns;
+    if (st->nlifts)
+      memcpy(nl, st->lifts, (size_t)st->nlifts * sizeof *nl);
+    st->lifts = nl;
     st->cap = ncap;
   }
-  if (s->nlifts == s->cap) {
+  if (s->ncuts == s->cap) {
     int ncap = s->cap ? 2 * s->cap : 16;
-    struct lift *nl = realloc(s->lifts, (size_t)ncap * sizeof *nl);
-    if (!nl)
+    struct cut *nc = realloc(s->cuts, (size_t)ncap * sizeof *nc);
+    if (!nc)
       return 0;
-    s->lifts = nl;
+    s->cuts = nc;
     s->cap = ncap;
   }
-  st->spans[st->nspans].v = v;
-  st->spans[st->nspans].n = n;
-  st->spans[st->nspans].text = str;
-  st->spans[st->nspans].len = slen;
-  s->lifts[s->nlifts].start = pos;
-  s->lifts[s->nlifts].end = end;
-  s->lifts[s->nlifts].index = st->nspans;
-  s->nlifts++;
-  st->nspans++;
+  frames_pointer(s, fr, depth, ptr, sizeof ptr);
+  if (strlen(ptr) + 2 >= sizeof ptr)
+    return 0; /* a pointer that may have been cut: found by no reader */
+  key = srv_codec__alloc(s->c, f->klen + 1 + strlen(ptr) + 1, "", err);
+  if (!key)
+    return -1;
+  memcpy(key, s->t + f->koff, f->klen);
+  key[f->klen] = '\0';
+  d = &st->lifts[st->nlifts];
+  *d = *l;
+  d->ptr = strcpy(key + f->klen + 1, ptr);
+  d->key = key;
+  d->index = f->nkeys - 1;
+  d->parent = NULL;
+  s->cuts[s->ncuts++] = k;
+  st->nlifts++;
   return 1;
 }
 
-/* Try to lift the array whose '[' is at t[pos] when it holds at least min
- * numbers.  Returns 1 (lifted: *end is one past ']'), 0 (not a candidate:
- * leave it to jansson) or -1 (error, err set).  A flat number array holds
- * no ']' before its own, so the first ']' bounds it and its commas count
- * its elements; anything else in it fails the parse below and the array
- * is left alone. */
-static int try_lift(struct scan *s, size_t pos, int64_t min, size_t *end,
-                    struct srv_err *err)
+/* The end of the array whose '[' is at t[pos] -- one past its ']' -- and
+ * an upper bound of the numbers in it (its commas + 1), by brackets and
+ * commas alone: the cheap pass that sizes the buffer.  0 when it holds an
+ * object or does not end. */
+static int extent(const struct scan *s, size_t pos, size_t *close,
+                  int64_t *most)
 {
-  const char *t = s->t, *p = t + pos + 1, *e = t + s->len, *close, *q;
-  int64_t n = 1, k;
-  double *v;
-  size_t tl;
-  int r;
+  const char *t = s->t, *e = t + s->len, *p;
+  int64_t commas = 0;
+  int depth = 0;
 
-  /* One pass to the first ']', counting commas, that gives up at the first
-   * '[' or '{': such an array is not flat, and stopping there keeps nested
-   * candidates ("data":[{"data":[...) from each scanning -- and reserving
-   * memory for -- the same inner array again. */
-  for (q = p; q < e && *q != ']'; q++) {
-    if (*q == '[' || *q == '{')
+  for (p = t + pos; p < e; p++) {
+    if (*p == ',') {
+      commas++;
+    } else if (*p == '[') {
+      depth++;
+    } else if (*p == ']') {
+      if (--depth == 0) {
+        *close = (size_t)(p - t) + 1;
+        *most = commas + 1;
+        return 1;
+      }
+    } else if (*p == '{') {
       return 0;
-    n += *q == ',';
+    }
   }
-  if (q == e)
-    return 0;
-  close = q;
-  if (n < min || (uint64_t)n > SIZE_MAX / sizeof(double))
-    return 0;
-  if (s->lift_ok < 0) /* decided once, on the first candidate */
-    s->lift_ok = memmem(t, s->len, "\\u0000", 6) == NULL;
-  if (!s->lift_ok)
-    return 0;
+  return 0;
+}
 
-  v = srv_codec__alloc(s->c, (size_t)n * sizeof(double), "", err);
-  if (!v)
-    return -1;
-  for (k = 0; k < n; k++) {
-    while (is_ws(*p))
-      p++;
-    if (*p == '"') {
-      tl = span_string(p, close, &v[k]);
+/* Read the array whose '[' is at t[pos] and which ends at t[close - 1]
+ * into v (room for `most` numbers): its rank (the arrays nested in it,
+ * all as deep), shape and numbers, when it is a rectangular array of
+ * numbers (and "inf", "-inf", "nan") with commas where JSON wants them, and
+ * rows of at least min_row.  0 for anything else -- other values, ragged
+ * rows, deeper than max_rank, a token jansson would not accept as a number,
+ * malformed text -- which is left to jansson, which says why. */
+static int read_array(const struct scan *s, size_t pos, size_t close,
+                      int max_rank, int64_t min_row, double *v,
+                      int64_t most, int *rank, int64_t *shape, int64_t *n)
+{
+  const char *t = s->t, *e = t + close, *p, *q;
+  int64_t count[AB_MAX_DIMS], k = 0;
+  int r = 0, level = -1, i;
+  /* What may come next: 0 an element or ']' (after '['), 1 an element
+   * (after ','), 2 ',' or ']' (after an element). */
+  int next = 0;
+  size_t tl;
+
+  /* The rank: the brackets that open the first element. */
+  for (p = t + pos; p < e && (*p == '[' || is_ws(*p)); p++)
+    if (*p == '[' && r++ == max_rank)
+      return 0;
+  for (i = 0; i < r; i++)
+    shape[i] = -1;
+  for (p = t + pos; p < e; p++) {
+    char ch = *p;
+    if (next != 2 && level == r - 1 && ch != ']' && !is_ws(ch)) {
+      /* A number, or "inf", "-inf", "nan". */
+      if (k == most)
+        return 0;
+      if (ch == '"') {
+        tl = span_string(p, e, &v[k]);
+      } else {
+        for (q = p; q < e && g_numch[(uint8_t)*q]; q++)
+          ;
+        tl = (size_t)(q - p);
+        if (tl && srv_codec__parse_number(p, tl, &v[k]) != 0)
+          tl = 0;
+      }
       if (!tl)
         return 0;
-    } else {
-      for (q = p; g_numch[(uint8_t)*q]; q++)
-        ;
-      tl = (size_t)(q - p);
-      /* Not a number jansson accepts: leave the array to jansson, which
-       * says why. */
-      if (!tl || srv_codec__parse_number(p, tl, &v[k]) != 0)
+      k++;
+      count[level]++;
+      p += tl - 1;
+      next = 2;
+    } else if (is_ws(ch)) {
+      continue;
+    } else if (ch == ',') {
+      if (next != 2)
         return 0;
+      next = 1;
+    } else if (ch == '[') {
+      if (next == 2 || level == r - 1)
+        return 0; /* deeper than the first element */
+      if (level >= 0)
+        count[level]++;
+      count[++level] = 0;
+      next = 0;
+    } else if (ch == ']') {
+      if (next == 1 || level < 0)
+        return 0;
+      if (shape[level] < 0)
+        shape[level] = count[level];
+      else if (count[level] != shape[level])
+        return 0;
+      next = 2;
+      if (level-- == 0)
+        break;
+    } else {
+      return 0; /* an object, a string, true, false, null, a number where
+                 * an array belongs, a missing comma */
     }
-    p += tl;
-    while (is_ws(*p))
-      p++;
-    if (*p != (k + 1 < n ? ',' : ']'))
-      return 0;
-    p++;
   }
-  *end = (size_t)(close - t) + 1;
-  r = record_lift(s, pos, *end, v, n, NULL, 0, err);
-  return r;
+  if (p != e - 1 || shape[r - 1] < min_row)
+    return 0;
+  *rank = r;
+  *n = k;
+  return 1;
+}
+
+/* Try to lift the array value of the innermost frame's member, whose '['
+ * is at t[pos]: a flat "data" array of at least SRV_CODEC_SPAN_MIN numbers
+ * (data != 0) or a rectangular nested array of numbers whose rows hold at
+ * least SRV_CODEC_ROW_MIN (rank 2 and more, within the depth bound).
+ * Returns 1 (lifted: *end is one past its ']'), 0 (left to jansson) or -1
+ * (error, err set). */
+static int try_lift(struct scan *s, const struct frame *fr, int depth,
+                    size_t pos, int data, size_t *end, struct srv_err *err)
+{
+  int room = SRV_CODEC_MAX_DEPTH - depth;
+  int max_rank = data ? 1 : room < AB_MAX_DIMS ? room : AB_MAX_DIMS;
+  int64_t min = data ? SRV_CODEC_SPAN_MIN : SRV_CODEC_ROW_MIN, most;
+  struct srv_codec_lift l;
+  double *v;
+
+  if (!extent(s, pos, end, &most) || most < min ||
+      (uint64_t)most > SIZE_MAX / sizeof(double) || !path_plain(s, fr, depth))
+    return 0;
+  v = srv_codec__alloc(s->c, (size_t)most * sizeof(double), "", err);
+  if (!v)
+    return -1;
+  memset(&l, 0, sizeof l);
+  if (!read_array(s, pos, *end, max_rank, min, v, most, &l.rank, l.shape,
+                  &l.n) ||
+      (!data && l.rank < 2))
+    return 0;
+  l.kind = data ? SRV_LIFT_DATA : SRV_LIFT_NESTED;
+  l.v = v;
+  return record_lift(s, fr, depth, pos, *end, &l, err);
 }
 
 /* 1 for the characters of padded base64 (RFC 4648 alphabet and '='). */
@@ -413,14 +578,15 @@ static const uint8_t g_b64ch[256] = {
 /* Try to lift the string t[pos..end] (quotes included) of a "b64" member:
  * only when every character is of the base64 alphabet, so jansson would
  * have read it unchanged.  Returns 1, 0 (left to jansson) or -1. */
-static int try_lift_b64(struct scan *s, size_t pos, size_t end,
-                        struct srv_err *err)
+static int try_lift_b64(struct scan *s, const struct frame *fr, int depth,
+                        size_t pos, size_t end, struct srv_err *err)
 {
   const char *t = s->t;
+  struct srv_codec_lift l;
   size_t i, len = end - pos - 1;
   uint8_t all = 1;
 
-  /* The span points into the text, so only a text that lives as long as
+  /* The lift points into the text, so only a text that lives as long as
    * the call (the body, not a safetensors header string) qualifies. */
   if (len < SRV_CODEC_B64_MIN || !s->c->body ||
       (uintptr_t)t < (uintptr_t)s->c->body ||
@@ -428,13 +594,13 @@ static int try_lift_b64(struct scan *s, size_t pos, size_t end,
     return 0;
   for (i = pos + 1; i < end; i++)
     all &= g_b64ch[(uint8_t)t[i]];
-  if (!all)
+  if (!all || !path_plain(s, fr, depth))
     return 0;
-  if (s->lift_ok < 0)
-    s->lift_ok = memmem(t, s->len, "\\u0000", 6) == NULL;
-  if (!s->lift_ok)
-    return 0;
-  return record_lift(s, pos, end + 1, NULL, 0, t + pos + 1, len, err);
+  memset(&l, 0, sizeof l);
+  l.kind = SRV_LIFT_B64;
+  l.text = t + pos + 1;
+  l.len = len;
+  return record_lift(s, fr, depth, pos, end + 1, &l, err);
 }
 
 /* Byte offset of the closing quote of the string opening at t[pos], or
@@ -461,18 +627,9 @@ static int depth_error(const struct scan *s, const struct frame *fr,
                        int depth, size_t pos, const char *what,
                        struct srv_err *err)
 {
-  char ptr[sizeof err->field], num[24];
-  int i;
+  char ptr[sizeof err->field];
 
-  ptr[0] = '\0';
-  for (i = 0; i < depth; i++) {
-    if (fr[i].obj) {
-      srv_codec__pointer_add(ptr, sizeof ptr, s->t + fr[i].koff, fr[i].klen);
-    } else {
-      snprintf(num, sizeof num, "%lld", (long long)fr[i].idx);
-      srv_codec__pointer_add(ptr, sizeof ptr, num, strlen(num));
-    }
-  }
+  frames_pointer(s, fr, depth, ptr, sizeof ptr);
   return srv_fail(err, 400, ptr,
                   "%s nests arrays/objects deeper than %d levels at byte %zu "
                   "(%s)",
@@ -496,6 +653,17 @@ static int node_key(const char *k, size_t n)
   return 0;
 }
 
+/* Whether the innermost frame is an object whose member `key` (n bytes)
+ * has its value next. */
+static int at_member(const struct frame *fr, int depth, const char *t,
+                     const char *key, size_t n)
+{
+  const struct frame *f = &fr[depth - 1];
+
+  return depth && f->obj && !f->want_key &&
+         (!key || (f->klen == n && memcmp(t + f->koff, key, n) == 0));
+}
+
 /* The pre-scan.  Malformed text is not an error here: the scan stops
  * making sense and jansson reports the problem precisely. */
 static int prescan(struct scan *s, const char *what, struct srv_err *err)
@@ -515,10 +683,9 @@ static int prescan(struct scan *s, const char *what, struct srv_err *err)
         fr[depth - 1].koff = pos + 1;
         fr[depth - 1].klen = end - pos - 1;
         fr[depth - 1].want_key = 0;
-      } else if (s->c && depth && fr[depth - 1].obj &&
-                 fr[depth - 1].klen == 3 &&
-                 memcmp(t + fr[depth - 1].koff, "b64", 3) == 0) {
-        if (try_lift_b64(s, pos, end, err) < 0)
+        fr[depth - 1].nkeys++;
+      } else if (s->c && at_member(fr, depth, t, "b64", 3)) {
+        if (try_lift_b64(s, fr, depth, pos, end, err) < 0)
           return -1;
       }
       pos = end + 1;
@@ -529,12 +696,11 @@ static int prescan(struct scan *s, const char *what, struct srv_err *err)
       if (depth == SRV_CODEC_MAX_DEPTH)
         return depth_error(s, fr, depth, pos, what, err);
       r = 0;
-      if (s->c && depth && fr[depth - 1].obj && !fr[depth - 1].want_key &&
-          fr[depth - 1].klen == 4 &&
-          memcmp(t + fr[depth - 1].koff, "data", 4) == 0)
-        r = try_lift(s, pos, SRV_CODEC_SPAN_MIN, &end, err);
-      else if (s->c && depth && !fr[depth - 1].obj && fr[depth - 1].rows)
-        r = try_lift(s, pos, SRV_CODEC_ROW_MIN, &end, err);
+      if (s->c && at_member(fr, depth, t, "data", 4))
+        r = try_lift(s, fr, depth, pos, 1, &end, err);
+      else if (s->c && at_member(fr, depth, t, NULL, 0) &&
+               !node_key(t + fr[depth - 1].koff, fr[depth - 1].klen))
+        r = try_lift(s, fr, depth, pos, 0, &end, err);
       if (r < 0)
         return -1;
       if (r > 0) {
@@ -547,17 +713,9 @@ static int prescan(struct scan *s, const char *what, struct srv_err *err)
         return depth_error(s, fr, depth, pos, what, err);
       fr[depth].obj = t[pos] == '{';
       fr[depth].want_key = fr[depth].obj;
-      fr[depth].idx = 0;
+      fr[depth].idx = fr[depth].nkeys = 0;
       fr[depth].koff = fr[depth].klen = 0;
-      /* Rows are lifted inside an array that is a member's value (unless
-       * the member is one whose arrays are read node by node) and inside
-       * the arrays nested in it. */
-      fr[depth].rows =
-          !fr[depth].obj && depth &&
-          (fr[depth - 1].obj ? !fr[depth - 1].want_key &&
-                                   !node_key(t + fr[depth - 1].koff,
-                                             fr[depth - 1].klen)
-                             : fr[depth - 1].rows);
+      fr[depth].sep = pos;
       depth++;
       pos++;
       break;
@@ -569,10 +727,12 @@ static int prescan(struct scan *s, const char *what, struct srv_err *err)
       break;
     case ',':
       if (depth) {
-        if (fr[depth - 1].obj)
+        if (fr[depth - 1].obj) {
           fr[depth - 1].want_key = 1;
-        else
+          fr[depth - 1].sep = pos;
+        } else {
           fr[depth - 1].idx++;
+        }
       }
       pos++;
       break;
@@ -588,13 +748,11 @@ static int prescan(struct scan *s, const char *what, struct srv_err *err)
  * parsing
  * ====================================================================== */
 
-/* json_load_callback source: the text with lifted arrays replaced. */
+/* json_load_callback source: the text without the lifted members. */
 struct feed {
   const struct scan *s;
-  size_t pos;   /* next byte of the original text */
-  int next;     /* next lift */
-  char ph[24];  /* placeholder being emitted */
-  size_t phlen, phpos;
+  size_t pos; /* next byte of the original text */
+  int next;   /* next cut */
 };
 
 static size_t feed_cb(void *buffer, size_t buflen, void *data)
@@ -605,26 +763,12 @@ static size_t feed_cb(void *buffer, size_t buflen, void *data)
 
   while (n < buflen) {
     size_t k, stop;
-    if (f->phpos < f->phlen) {
-      k = f->phlen - f->phpos;
-      if (k > buflen - n)
-        k = buflen - n;
-      memcpy(out + n, f->ph + f->phpos, k);
-      f->phpos += k;
-      n += k;
-      continue;
-    }
-    if (f->next < f->s->nlifts && f->pos == f->s->lifts[f->next].start) {
-      /* "\u0000<index>": 2 + 6 + digits bytes of JSON text. */
-      int w = snprintf(f->ph, sizeof f->ph, "\"\\u0000%d\"",
-                       f->s->lifts[f->next].index);
-      f->phlen = w > 0 ? (size_t)w : 0;
-      f->phpos = 0;
-      f->pos = f->s->lifts[f->next].end;
+    if (f->next < f->s->ncuts && f->pos >= f->s->cuts[f->next].start) {
+      f->pos = f->s->cuts[f->next].end;
       f->next++;
       continue;
     }
-    stop = f->next < f->s->nlifts ? f->s->lifts[f->next].start : f->s->len;
+    stop = f->next < f->s->ncuts ? f->s->cuts[f->next].start : f->s->len;
     if (f->pos >= stop)
       break; /* end of text */
     k = stop - f->pos;
@@ -640,20 +784,11 @@ static size_t feed_cb(void *buffer, size_t buflen, void *data)
 /* Map an offset in the fed stream back to the original text. */
 static size_t orig_offset(const struct scan *s, size_t pos)
 {
-  size_t shift = 0, fed_start;
+  size_t shift = 0;
   int i;
-  char ph[24];
 
-  for (i = 0; i < s->nlifts; i++) {
-    size_t plen = (size_t)snprintf(ph, sizeof ph, "\"\\u0000%d\"",
-                                   s->lifts[i].index);
-    fed_start = s->lifts[i].start - shift;
-    if (pos < fed_start)
-      break;
-    if (pos < fed_start + plen)
-      return s->lifts[i].start;
-    shift += (s->lifts[i].end - s->lifts[i].start) - plen;
-  }
+  for (i = 0; i < s->ncuts && s->cuts[i].start - shift <= pos; i++)
+    shift += s->cuts[i].end - s->cuts[i].start;
   return pos + shift;
 }
 
@@ -676,10 +811,81 @@ static void text_line_col(const char *text, size_t off, size_t *line,
   }
 }
 
+/* The value at the JSON pointer ptr[0..n) below root, or NULL. */
+static const json_t *at_pointer(const json_t *root, const char *ptr, size_t n)
+{
+  char tok[SRV_CODEC_PTR_MAX];
+  const char *p = ptr, *e = ptr + n;
+
+  while (root && p < e && *p == '/') {
+    size_t k = 0;
+    for (p++; p < e && *p != '/' && k + 1 < sizeof tok; p++) {
+      if (*p == '~' && p + 1 < e && (p[1] == '0' || p[1] == '1'))
+        tok[k++] = *++p == '0' ? '~' : '/';
+      else
+        tok[k++] = *p;
+    }
+    tok[k] = '\0';
+    if (json_is_object(root)) {
+      root = json_object_get(root, tok);
+    } else if (json_is_array(root)) {
+      char *stop;
+      unsigned long idx = strtoul(tok, &stop, 10);
+      root = *stop ? NULL : json_array_get(root, idx);
+    } else {
+      root = NULL;
+    }
+  }
+  return root;
+}
+
+/* After parsing: each member lifted from this text finds its object in the
+ * tree.  A name given twice -- lifted twice, or lifted and in the tree --
+ * is the duplicate key jansson refuses. */
+static int place_lifts(const struct scan *s, const json_t *root,
+                       const char *what, struct srv_err *err)
+{
+  struct srv_codec_state *st = s->c ? s->c->codec : NULL;
+  json_t *seen;
+  int i, rc = 0;
+
+  if (!st || s->first == st->nlifts)
+    return 0;
+  seen = json_object(); /* the pointers lifted so far: a hash set */
+  if (!seen)
+    return srv_fail(err, 500, NULL, "out of memory");
+  for (i = s->first; i < st->nlifts && rc == 0; i++) {
+    struct srv_codec_lift *l = &st->lifts[i];
+    size_t plen = strlen(l->ptr), line, col, off;
+    const json_t *obj;
+
+    /* The object's pointer: l->ptr without its last token. */
+    while (plen && l->ptr[plen - 1] != '/')
+      plen--;
+    obj = at_pointer(root, l->ptr, plen ? plen - 1 : 0);
+    if (json_is_object(obj) && !json_object_get(obj, l->key) &&
+        !json_object_get(seen, l->ptr)) {
+      l->parent = obj;
+      if (json_object_set_new(seen, l->ptr, json_null()) != 0)
+        rc = srv_fail(err, 500, NULL, "out of memory");
+      continue;
+    }
+    off = s->cuts[i - s->first].start;
+    text_line_col(s->t, off, &line, &col);
+    rc = srv_fail(err, 400, NULL,
+                  "%s is not valid JSON: duplicate object key \"%.64s\" "
+                  "(line %zu, column %zu, byte %zu)",
+                  what, l->key, line, col, off);
+  }
+  json_decref(seen);
+  return rc;
+}
+
 json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
                                 size_t len, const char *what,
                                 struct srv_err *err)
 {
+  struct srv_codec_state *st = c ? c->codec : NULL;
   struct scan s;
   json_error_t je;
   json_t *j;
@@ -704,16 +910,16 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
   s.c = c;
   s.t = text;
   s.len = len;
-  s.lift_ok = -1;
+  s.first = st ? st->nlifts : 0;
   if (prescan(&s, what, err) != 0) {
-    free(s.lifts);
+    free(s.cuts);
     return NULL;
   }
-  if (s.nlifts) {
+  if (s.ncuts) {
     struct feed f;
     memset(&f, 0, sizeof f);
     f.s = &s;
-    j = json_load_callback(feed_cb, &f, flags | JSON_ALLOW_NUL, &je);
+    j = json_load_callback(feed_cb, &f, flags, &je);
   } else {
     j = json_loadb(text, len, flags, &je);
   }
@@ -721,65 +927,146 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
     off = (size_t)je.position;
     line = (size_t)je.line;
     col = (size_t)je.column;
-    if (s.nlifts) {
-      /* jansson saw placeholders: recount on the original text, the way
-       * jansson counts (columns in characters, 0 after a newline). */
+    if (s.ncuts) {
+      /* jansson read the text without the lifted members: count again on
+       * the original, the way jansson counts. */
       off = orig_offset(&s, off);
       if (off > len)
         off = len;
       text_line_col(text, off, &line, &col);
     }
-    free(s.lifts);
+    free(s.cuts);
     srv_fail(err, 400, NULL, "%s is not valid JSON: %s (line %zu, column %zu, "
              "byte %zu)", what, je.text, line, col, off);
     return NULL;
   }
-  free(s.lifts);
   if (!json_is_object(j)) {
+    free(s.cuts);
     json_decref(j);
     srv_fail(err, 400, NULL, "%s must be a JSON object", what);
     return NULL;
   }
+  if (place_lifts(&s, j, what, err) != 0) {
+    free(s.cuts);
+    json_decref(j);
+    return NULL;
+  }
+  free(s.cuts);
   return j;
 }
 
-/* The span a placeholder string names, of either kind, or NULL. */
-static const struct srv_codec_span *span_any(const struct srv_call *c,
-                                             const json_t *j)
+/* ======================================================================
+ * the lifted members
+ * ====================================================================== */
+
+const struct srv_codec_lift *srv_codec__lift_at(const struct srv_call *c,
+                                                const char *ptr)
 {
   const struct srv_codec_state *st = c ? c->codec : NULL;
-  const char *s;
-  size_t n, i;
-  long idx = 0;
+  int i;
 
-  if (!st || !json_is_string(j))
-    return NULL;
-  s = json_string_value(j);
-  n = json_string_length(j);
-  if (n < 2 || n > 12 || s[0] != '\0')
-    return NULL;
-  for (i = 1; i < n; i++) {
-    if (s[i] < '0' || s[i] > '9')
+  for (i = 0; st && i < st->nlifts; i++)
+    if (st->lifts[i].parent && strcmp(st->lifts[i].ptr, ptr) == 0)
+      return &st->lifts[i];
+  return NULL;
+}
+
+/* The member `key` of obj that the codec lifted, or NULL. */
+static struct srv_codec_lift *lift_of(const struct srv_call *c,
+                                      const json_t *obj, const char *key)
+{
+  struct srv_codec_state *st = c ? c->codec : NULL;
+  int i;
+
+  for (i = 0; st && i < st->nlifts; i++)
+    if (st->lifts[i].parent == obj && strcmp(st->lifts[i].key, key) == 0)
+      return &st->lifts[i];
+  return NULL;
+}
+
+int srv_codec_beside(const struct srv_call *c, const json_t *obj,
+                     const char *key)
+{
+  return obj && lift_of(c, obj, key) != NULL;
+}
+
+/* The lifted numbers v[*k...] of dimension d and on, as JSON arrays. */
+static json_t *nested_json(const struct srv_codec_lift *l, int d, int64_t *k)
+{
+  json_t *a = json_array();
+  int64_t i;
+
+  for (i = 0; a && i < l->shape[d]; i++) {
+    json_t *e;
+    if (d + 1 < l->rank) {
+      e = nested_json(l, d + 1, k);
+    } else {
+      double v = l->v[(*k)++];
+      e = isnan(v) ? json_string("nan")
+          : isinf(v) ? json_string(v > 0 ? "inf" : "-inf")
+                     : json_real(v);
+    }
+    if (json_array_append_new(a, e) != 0) {
+      json_decref(a);
       return NULL;
-    idx = idx * 10 + (s[i] - '0');
+    }
   }
-  if (idx >= st->nspans)
+  return a;
+}
+
+const json_t *srv_codec_member(struct srv_call *c, const json_t *obj,
+                               const char *key)
+{
+  struct srv_codec_lift *l;
+  json_t *v;
+  int64_t k = 0;
+
+  if (!obj || !json_is_object(obj))
     return NULL;
-  return &st->spans[idx];
+  v = json_object_get(obj, key);
+  if (v || !(l = lift_of(c, obj, key)))
+    return v;
+  if (l->kind == SRV_LIFT_B64) {
+    v = json_stringn(l->text, l->len);
+  } else {
+    struct srv_codec_lift flat = *l;
+    if (l->kind == SRV_LIFT_DATA)
+      flat.rank = 1, flat.shape[0] = l->n;
+    v = nested_json(&flat, 0, &k);
+  }
+  if (!v || json_object_set_new((json_t *)obj, key, v) != 0)
+    return NULL;
+  l->parent = NULL; /* in the tree now */
+  return v;
 }
 
-const struct srv_codec_span *srv_codec__span(const struct srv_call *c,
-                                             const json_t *j)
+void srv_codec_members(const struct srv_call *c, const json_t *obj,
+                       void (*fn)(const char *key, const json_t *v,
+                                  void *arg),
+                       void *arg)
 {
-  const struct srv_codec_span *sp = span_any(c, j);
-  return sp && sp->v ? sp : NULL;
-}
+  const struct srv_codec_state *st = c ? c->codec : NULL;
+  const char *key;
+  json_t *v;
+  int64_t at = 0;
+  int i = 0, n = st ? st->nlifts : 0;
 
-const struct srv_codec_span *srv_codec__span_str(const struct srv_call *c,
-                                                 const json_t *j)
-{
-  const struct srv_codec_span *sp = span_any(c, j);
-  return sp && !sp->v ? sp : NULL;
+  if (!obj || !json_is_object(obj))
+    return;
+  /* The tree keeps the members in the order sent; a lifted one goes back
+   * at its place among them. */
+  json_object_foreach((json_t *)obj, key, v) {
+    for (; i < n; i++)
+      if (st->lifts[i].parent == obj && st->lifts[i].index <= at)
+        fn(st->lifts[i].key, NULL, arg), at++;
+      else if (st->lifts[i].parent == obj)
+        break;
+    fn(key, v, arg);
+    at++;
+  }
+  for (; i < n; i++)
+    if (st->lifts[i].parent == obj)
+      fn(st->lifts[i].key, NULL, arg);
 }
 
 /* ---- values in messages ------------------------------------------------ */
@@ -803,28 +1090,76 @@ static void show_put(struct show_out *o, const char *s, size_t n)
   o->left -= n;
 }
 
+/* The lifted numbers v[*k...] of dimension d and on, as sent. */
+static void show_numbers(const struct srv_codec_lift *l, int d, int64_t *k,
+                         struct show_out *o)
+{
+  int64_t i, n = l->kind == SRV_LIFT_DATA ? l->n : l->shape[d];
+  char num[40];
+
+  show_put(o, "[", 1);
+  for (i = 0; i < n && !o->cut; i++) {
+    if (i)
+      show_put(o, ",", 1);
+    if (l->kind == SRV_LIFT_NESTED && d + 1 < l->rank)
+      show_numbers(l, d + 1, k, o);
+    else
+      show_put(o, num, srv_codec__fmt_f64(num, l->v[(*k)++]));
+  }
+  show_put(o, "]", 1);
+}
+
+static void show_value(const struct srv_call *c, const json_t *v,
+                       struct show_out *o, int depth);
+
+/* One member of an object being shown (srv_codec_members' callback). */
+struct show_member {
+  const struct srv_call *c;
+  const json_t *obj;
+  struct show_out *o;
+  int depth, first;
+};
+
+static void show_member(const char *key, const json_t *v, void *arg)
+{
+  struct show_member *m = arg;
+  json_t *ks = json_string(key);
+  char *kt = ks ? json_dumps(ks, JSON_ENCODE_ANY) : NULL;
+
+  if (m->o->cut)
+    goto out;
+  if (!m->first)
+    show_put(m->o, ",", 1);
+  m->first = 0;
+  show_put(m->o, kt ? kt : "\"?\"", kt ? strlen(kt) : 3);
+  show_put(m->o, ":", 1);
+  if (v) {
+    show_value(m->c, v, m->o, m->depth + 1);
+  } else {
+    const struct srv_codec_lift *l = lift_of(m->c, m->obj, key);
+    int64_t k = 0;
+    if (l && l->kind == SRV_LIFT_B64) {
+      show_put(m->o, "\"", 1);
+      show_put(m->o, l->text, l->len);
+      show_put(m->o, "\"", 1);
+    } else if (l) {
+      show_numbers(l, 0, &k, m->o);
+    }
+  }
+out:
+  free(kt);
+  json_decref(ks);
+}
+
 static void show_value(const struct srv_call *c, const json_t *v,
                        struct show_out *o, int depth)
 {
-  const struct srv_codec_span *sp = span_any(c, v);
   char num[40];
   size_t i;
 
   if (o->cut)
     return;
-  if (sp && sp->v) { /* a lifted row or "data": its numbers */
-    show_put(o, "[", 1);
-    for (i = 0; i < (size_t)sp->n && !o->cut; i++) {
-      if (i)
-        show_put(o, ",", 1);
-      show_put(o, num, srv_codec__fmt_f64(num, sp->v[i]));
-    }
-    show_put(o, "]", 1);
-  } else if (sp) { /* a lifted base64 string */
-    show_put(o, "\"", 1);
-    show_put(o, sp->text, sp->len);
-    show_put(o, "\"", 1);
-  } else if (json_is_array(v) && depth < 8) {
+  if (json_is_array(v) && depth < 8) {
     show_put(o, "[", 1);
     for (i = 0; i < json_array_size(v) && !o->cut; i++) {
       if (i)
@@ -833,24 +1168,9 @@ static void show_value(const struct srv_call *c, const json_t *v,
     }
     show_put(o, "]", 1);
   } else if (json_is_object(v) && depth < 8) {
-    const char *key;
-    json_t *m;
-    int first = 1;
+    struct show_member m = {c, v, o, depth, 1};
     show_put(o, "{", 1);
-    json_object_foreach((json_t *)v, key, m) {
-      json_t *ks = json_string(key);
-      char *kt = ks ? json_dumps(ks, JSON_ENCODE_ANY) : NULL;
-      if (!first)
-        show_put(o, ",", 1);
-      first = 0;
-      show_put(o, kt ? kt : "\"?\"", kt ? strlen(kt) : 3);
-      show_put(o, ":", 1);
-      free(kt);
-      json_decref(ks);
-      show_value(c, m, o, depth + 1);
-      if (o->cut)
-        break;
-    }
+    srv_codec_members(c, v, show_member, &m);
     show_put(o, "}", 1);
   } else if (json_is_real(v)) { /* as sent: 1e300, not 1.0000000000000001e300 */
     show_put(o, num, srv_codec__fmt_f64(num, json_real_value(v)));
@@ -886,9 +1206,4 @@ void srv_codec_show(const struct srv_call *c, const json_t *v, char *buf,
   if (o.cut)
     memcpy(o.p, "...", 3), o.p += 3;
   *o.p = '\0';
-}
-
-int srv_codec_lifted(const struct srv_call *c, const json_t *v)
-{
-  return span_any(c, v) != NULL;
 }

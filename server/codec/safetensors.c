@@ -155,6 +155,18 @@ static int st_entry(struct srv_call *c, const char *name, const json_t *v,
   return 0;
 }
 
+int64_t srv_codec_st_head(const char *body, size_t have, uint64_t total)
+{
+  uint64_t hlen;
+
+  if (have < 8)
+    return 0;
+  hlen = srv_codec__rd_le64((const unsigned char *)body);
+  if (total < 8 || hlen > total - 8)
+    return -1;
+  return (int64_t)(8 + hlen);
+}
+
 int srv_codec__st_decode(struct srv_call *c, struct srv_err *err)
 {
   const unsigned char *body = (const unsigned char *)c->body;

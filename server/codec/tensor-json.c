@@ -104,28 +104,22 @@ static int put(struct sink *s, double v, struct srv_err *err)
  * nested arrays
  * ====================================================================== */
 
-/* Length of j as an array (a lifted span counts), or -1. */
-static int64_t arr_len(const struct srv_call *c, const json_t *j,
-                       const struct srv_codec_span **span)
+/* Length of j as an array, or -1. */
+static int64_t arr_len(const json_t *j)
 {
-  *span = srv_codec__span(c, j);
-  if (*span)
-    return (*span)->n;
   return json_is_array(j) ? (int64_t)json_array_size(j) : -1;
 }
 
 /* The shape of a nested array: follow the first elements down. */
-static int infer_shape(const struct srv_call *c, const json_t *j,
-                       const char *base, int64_t *shape, int *rank,
-                       struct srv_err *err)
+static int infer_shape(const json_t *j, const char *base, int64_t *shape,
+                       int *rank, struct srv_err *err)
 {
-  const struct srv_codec_span *span;
   char ptr[PTR_CAP];
   int64_t n;
   int r = 0;
 
   snprintf(ptr, sizeof ptr, "%s", base);
-  while ((n = arr_len(c, j, &span)) >= 0) {
+  while ((n = arr_len(j)) >= 0) {
     if (r == AB_MAX_DIMS)
       return srv_fail(err, 400, ptr,
                       "%s nests arrays deeper than %d dimensions", base,
@@ -135,8 +129,6 @@ static int infer_shape(const struct srv_call *c, const json_t *j,
                       "%s is an empty array; every dimension must be >= 1",
                       ptr);
     shape[r++] = n;
-    if (span)
-      break; /* spans hold numbers only */
     j = json_array_get(j, 0);
     srv_codec__pointer_add(ptr, sizeof ptr, "0", 1);
   }
@@ -146,13 +138,11 @@ static int infer_shape(const struct srv_call *c, const json_t *j,
 
 /* Visit a rectangular nested array of the given shape, storing its
  * numbers in row-major order. */
-static int fill_rec(const struct srv_call *c, const json_t *j, int d,
-                    const int64_t *shape, struct sink *s,
-                    struct srv_err *err)
+static int fill_rec(const json_t *j, int d, const int64_t *shape,
+                    struct sink *s, struct srv_err *err)
 {
-  const struct srv_codec_span *span;
   char ptr[PTR_CAP];
-  int64_t n = arr_len(c, j, &span), i;
+  int64_t n = arr_len(j), i;
   double v;
 
   if (n != shape[d]) {
@@ -167,31 +157,17 @@ static int fill_rec(const struct srv_call *c, const json_t *j, int d,
                     "must be rectangular)",
                     ptr, (long long)n, (long long)shape[d]);
   }
-  if (span) {
-    if (d != s->rank - 1) { /* numbers where arrays were expected */
-      s->idx[d] = 0;
-      elem_pointer(s, d + 1, ptr);
-      return srv_fail(err, 400, ptr, "%s is a number, expected an array",
-                      ptr);
-    }
-    for (i = 0; i < n; i++) {
-      s->idx[d] = i;
-      if (put(s, span->v[i], err))
-        return -1;
-    }
-    return 0;
-  }
   for (i = 0; i < n; i++) {
     const json_t *e = json_array_get(j, (size_t)i);
     s->idx[d] = i;
     if (d + 1 < s->rank) {
-      if (fill_rec(c, e, d + 1, shape, s, err))
+      if (fill_rec(e, d + 1, shape, s, err))
         return -1;
       continue;
     }
     if (srv_codec_number(e, &v) != 0) {
       elem_pointer(s, d + 1, ptr);
-      if (srv_codec_lifted(c, e))
+      if (json_is_array(e))
         return srv_fail(err, 400, ptr,
                         "%s is an array, expected a number (the tensor's "
                         "rows must all be as deep)",
@@ -260,6 +236,45 @@ static int finish(struct ab_tensor *out, void *buf, int dtype, int rank,
   return 0;
 }
 
+/* Store numbers v[0..n) read beside the tree, of the given shape (they
+ * fill it), naming an element by its place in it. */
+static int put_all(struct sink *s, const double *v, int64_t n,
+                   const int64_t *shape, struct srv_err *err)
+{
+  int64_t k;
+  int d;
+
+  for (k = 0; k < n; k++) {
+    int64_t r = k;
+    if (put(s, v[k], err) == 0)
+      continue;
+    /* Refused: again, with the element's place set for the message. */
+    for (d = s->rank - 1; d >= 0; d--) {
+      s->idx[d] = r % shape[d];
+      r /= shape[d];
+    }
+    return put(s, v[k], err);
+  }
+  return 0;
+}
+
+/* Form 1 read beside the tree: a nested array the codec lifted. */
+static int from_lift(struct srv_call *c, const struct srv_codec_lift *l,
+                     const char *ptr, int dtype, struct ab_tensor *out,
+                     struct srv_err *err)
+{
+  struct sink s;
+
+  memset(&s, 0, sizeof s);
+  s.dtype = dtype;
+  s.base = ptr;
+  s.rank = l->rank;
+  s.buf = tensor_buf(c, l->n, s.dtype, ptr, err);
+  if (!s.buf || put_all(&s, l->v, l->n, l->shape, err))
+    return -1;
+  return finish(out, s.buf, s.dtype, l->rank, l->shape, ptr, err);
+}
+
 /* Form 1: a nested array, stored as dtype (float32 unless the caller
  * keeps parameters in float64). */
 static int from_nested(struct srv_call *c, const json_t *j, const char *ptr,
@@ -269,7 +284,7 @@ static int from_nested(struct srv_call *c, const json_t *j, const char *ptr,
   struct sink s;
   int rank;
 
-  if (infer_shape(c, j, ptr, shape, &rank, err))
+  if (infer_shape(j, ptr, shape, &rank, err))
     return -1;
   n = numel_of(shape, rank);
   memset(&s, 0, sizeof s);
@@ -279,7 +294,7 @@ static int from_nested(struct srv_call *c, const json_t *j, const char *ptr,
   s.buf = tensor_buf(c, n, s.dtype, ptr, err);
   if (!s.buf)
     return -1;
-  if (fill_rec(c, j, 0, shape, &s, err))
+  if (fill_rec(j, 0, shape, &s, err))
     return -1;
   return finish(out, s.buf, s.dtype, rank, shape, ptr, err);
 }
@@ -335,11 +350,23 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
 {
   const json_t *jd = json_object_get(j, "data"), *jb = json_object_get(j, "b64");
   const json_t *jt = json_object_get(j, "dtype"), *v;
+  const struct srv_codec_lift *ld = NULL, *lb = NULL;
   char fp[PTR_CAP];
   int64_t shape[AB_MAX_DIMS], n;
-  int rank = 0, dtype = jb ? AB_DTYPE_F32 : json_dtype;
+  int rank = 0, dtype;
   const char *key;
   struct sink s;
+
+  /* A long "data" or "b64" was read beside the tree. */
+  snprintf(fp, sizeof fp, "%s", ptr);
+  srv_codec__pointer_add(fp, sizeof fp, "data", 4);
+  if (!jd)
+    ld = srv_codec__lift_at(c, fp);
+  snprintf(fp, sizeof fp, "%s", ptr);
+  srv_codec__pointer_add(fp, sizeof fp, "b64", 3);
+  if (!jb)
+    lb = srv_codec__lift_at(c, fp);
+  dtype = jb || lb ? AB_DTYPE_F32 : json_dtype;
 
   /* Unknown members are ignored, and reported like unknown fields
    * (X-Attnbias-Ignored). */
@@ -351,13 +378,13 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
       srv_codec_ignore(c, fp);
     }
   }
-  if (jd && jb) {
+  if ((jd || ld) && (jb || lb)) {
     snprintf(fp, sizeof fp, "%s", ptr);
     srv_codec__pointer_add(fp, sizeof fp, "b64", 3);
     return srv_fail(err, 400, fp, "%s has both \"data\" and \"b64\"; give "
                     "one of them", ptr);
   }
-  if (!jd && !jb)
+  if (!jd && !ld && !jb && !lb)
     return srv_fail(err, 400, ptr,
                     "%s is an object without \"data\" or \"b64\"; a tensor is "
                     "a nested array, {\"shape\", \"data\"} or {\"shape\", "
@@ -381,21 +408,20 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
 
   memset(&s, 0, sizeof s);
   s.dtype = dtype;
-  if (jb) {
+  if (jb || lb) {
     int64_t want = n * (int64_t)ab_dtype_size((enum ab_dtype)dtype), got;
-    const struct srv_codec_span *bs = srv_codec__span_str(c, jb);
     const char *b;
     size_t blen, bad;
     snprintf(fp, sizeof fp, "%s", ptr);
     srv_codec__pointer_add(fp, sizeof fp, "b64", 3);
-    if (!bs && !json_is_string(jb))
+    if (!lb && !json_is_string(jb))
       return srv_fail(err, 400, fp, "%s is %s, expected a base64 string",
                       fp, type_name(jb));
     if (n > INT64_MAX / 8)
       return srv_fail(err, 400, fp, "%s: shape has too many elements", fp);
     /* A long base64 text is read where it lies in the body. */
-    b = bs ? bs->text : json_string_value(jb);
-    blen = bs ? bs->len : json_string_length(jb);
+    b = lb ? lb->text : json_string_value(jb);
+    blen = lb ? lb->len : json_string_length(jb);
     got = srv_codec__b64_decoded_len(b, blen);
     if (got < 0)
       return srv_fail(err, 400, fp,
@@ -426,14 +452,18 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
   srv_codec__pointer_add(fp, sizeof fp, "data", 4);
   {
     int64_t dshape[AB_MAX_DIMS], dn;
-    int drank;
-    const struct srv_codec_span *span;
-    if (arr_len(c, jd, &span) < 0)
-      return srv_fail(err, 400, fp, "%s is %s, expected an array of numbers",
-                      fp, type_name(jd));
-    if (infer_shape(c, jd, fp, dshape, &drank, err))
-      return -1;
-    dn = numel_of(dshape, drank);
+    int drank = 1;
+    if (ld) {
+      dshape[0] = dn = ld->n;
+    } else {
+      if (arr_len(jd) < 0)
+        return srv_fail(err, 400, fp,
+                        "%s is %s, expected an array of numbers", fp,
+                        type_name(jd));
+      if (infer_shape(jd, fp, dshape, &drank, err))
+        return -1;
+      dn = numel_of(dshape, drank);
+    }
     if (dn != n) {
       char ss[96];
       return srv_fail(err, 400, fp,
@@ -446,7 +476,8 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
     s.buf = tensor_buf(c, n, dtype, fp, err);
     if (!s.buf)
       return -1;
-    if (fill_rec(c, jd, 0, dshape, &s, err))
+    if (ld ? put_all(&s, ld->v, ld->n, dshape, err)
+           : fill_rec(jd, 0, dshape, &s, err))
       return -1;
   }
   return finish(out, s.buf, dtype, rank, shape, ptr, err);
@@ -468,6 +499,7 @@ int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
 {
   char ptr[PTR_CAP], walked[PTR_CAP];
   const json_t *j = c->params;
+  const struct srv_codec_lift *l = NULL;
   const char *p = path, *dot;
   int i;
 
@@ -496,10 +528,13 @@ int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
     srv_codec__pointer_add(walked, sizeof walked, p, n);
     p = dot ? dot + 1 : p + n;
   }
+  /* A nested array read beside the tree. */
+  if (!j && !*p)
+    l = srv_codec__lift_at(c, ptr);
   if (i < c->nbin) {
     /* One value per field: a tensor in the safetensors data and the same
      * field in __metadata__ params would leave one of them unused. */
-    if (j && !json_is_null(j))
+    if ((j && !json_is_null(j)) || l)
       return srv_fail(err, 400, ptr,
                       "%s is given twice: as the safetensors tensor \"%s\" "
                       "and in __metadata__ params; send one",
@@ -507,13 +542,15 @@ int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
     *out = c->bin[i].t;
     return 1;
   }
+  memset(out, 0, sizeof *out);
+  if (l)
+    return from_lift(c, l, ptr, (int)json_dtype, out, err) ? -1 : 1;
   if (!j || json_is_null(j)) {
     if (required)
       return srv_fail(err, 400, ptr, "%s is required (a tensor)", ptr);
     return 0;
   }
-  memset(out, 0, sizeof *out);
-  if (json_is_array(j) || srv_codec__span(c, j))
+  if (json_is_array(j))
     return from_nested(c, j, ptr, (int)json_dtype, out, err) ? -1 : 1;
   if (json_is_object(j))
     return from_object(c, j, ptr, (int)json_dtype, out, err) ? -1 : 1;

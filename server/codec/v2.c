@@ -172,18 +172,15 @@ static json_t *nested_ints(const int64_t *vals, const int64_t *shape,
   return a;
 }
 
-/* Count the numbers of a "data" value: nested arrays, lifted rows, numbers
- * and the strings "inf", "-inf", "nan".  -1 (err set) on anything else. */
-static int64_t data_count(const struct srv_call *c, const json_t *j,
-                          int depth, const char *ptr, struct srv_err *err)
+/* Count the numbers of a "data" value: nested arrays, numbers and the
+ * strings "inf", "-inf", "nan".  -1 (err set) on anything else. */
+static int64_t data_count(const json_t *j, int depth, const char *ptr,
+                          struct srv_err *err)
 {
-  const struct srv_codec_span *sp = srv_codec__span(c, j);
   int64_t n = 0, k;
   size_t i;
   double v;
 
-  if (sp)
-    return sp->n;
   if (!json_is_array(j)) {
     if (depth > 0 && srv_codec_number(j, &v) == 0)
       return 1;
@@ -198,7 +195,7 @@ static int64_t data_count(const struct srv_call *c, const json_t *j,
     return -1;
   }
   for (i = 0; i < json_array_size(j); i++) {
-    if ((k = data_count(c, json_array_get(j, i), depth + 1, ptr, err)) < 0)
+    if ((k = data_count(json_array_get(j, i), depth + 1, ptr, err)) < 0)
       return -1;
     n += k;
   }
@@ -206,32 +203,36 @@ static int64_t data_count(const struct srv_call *c, const json_t *j,
 }
 
 /* Write the numbers data_count counted, in order, into out. */
-static void data_fill(const struct srv_call *c, const json_t *j, double *out,
-                      int64_t *at)
+static void data_fill(const json_t *j, double *out, int64_t *at)
 {
-  const struct srv_codec_span *sp = srv_codec__span(c, j);
   size_t i;
 
-  if (sp) {
-    memcpy(out + *at, sp->v, (size_t)sp->n * sizeof *out);
-    *at += sp->n;
-  } else if (json_is_array(j)) {
+  if (json_is_array(j)) {
     for (i = 0; i < json_array_size(j); i++)
-      data_fill(c, json_array_get(j, i), out, at);
+      data_fill(json_array_get(j, i), out, at);
   } else {
     srv_codec_number(j, &out[(*at)++]);
   }
 }
 
 /* JSON "data" of an input as float values of dtype (a new arena block), or
- * as int64 integers for INT32.  n is the count the shape gives. */
-static void *json_data(struct srv_call *c, const json_t *data, int dtype,
+ * as int64 integers for INT32.  n is the count the shape gives.  A long
+ * "data" array was read beside the tree (lift), a short one is in it. */
+static void *json_data(struct srv_call *c, const json_t *data,
+                       const struct srv_codec_lift *lift, int dtype,
                        int64_t n, const char *ptr, struct srv_err *err)
 {
-  int64_t count = data_count(c, data, 0, ptr, err), at = 0, k;
+  int64_t count, at = 0, k;
   double *d;
   void *out;
 
+  if (lift && lift->kind == SRV_LIFT_B64) {
+    srv_fail(err, 400, ptr,
+             "data must be an array of numbers (flat or nested by the "
+             "shape)");
+    return NULL;
+  }
+  count = lift ? lift->n : data_count(data, 0, ptr, err);
   if (count < 0)
     return NULL;
   if (count != n) {
@@ -242,7 +243,10 @@ static void *json_data(struct srv_call *c, const json_t *data, int dtype,
   }
   if (!(d = srv_codec__alloc(c, (size_t)n * sizeof *d, ptr, err)))
     return NULL;
-  data_fill(c, data, d, &at);
+  if (lift)
+    memcpy(d, lift->v, (size_t)n * sizeof *d);
+  else
+    data_fill(data, d, &at);
   if (dtype == AB_DTYPE_F64)
     return d;
   if (dtype == AB_DTYPE_I32) {
@@ -352,6 +356,7 @@ static int decode_input(struct srv_call *c, struct v2_in *in, size_t idx,
                *jt = json_object_get(j, "datatype"),
                *jp = json_object_get(j, "parameters"),
                *jd = json_object_get(j, "data"), *jsize;
+  const struct srv_codec_lift *lift;
   const char *name, *tn, *key;
   int dtype = -1, rank = 0, i;
   int64_t shape[AB_MAX_DIMS], numel = 0;
@@ -401,16 +406,17 @@ static int decode_input(struct srv_call *c, struct v2_in *in, size_t idx,
       srv_codec_ignore(c, p2);
     }
   }
-  if (!jsize == !jd)
+  srv_strcpy(dptr, sizeof dptr, ptr);
+  srv_codec__pointer_add(dptr, sizeof dptr, "data", 4);
+  lift = srv_codec__lift_at(c, dptr);
+  if (!jsize == !(jd || lift))
     return srv_fail(err, 400, ptr,
                     "input \"%.60s\" needs either data or "
                     "parameters.binary_data_size (binary data after the "
                     "JSON), not %s",
-                    name, jd ? "both" : "neither");
-  srv_strcpy(dptr, sizeof dptr, ptr);
-  srv_codec__pointer_add(dptr, sizeof dptr, "data", 4);
+                    name, jsize ? "both" : "neither");
   data = jsize ? (const void *)binary_data(in, jsize, bytes, ptr, err)
-               : json_data(c, jd, dtype, numel, dptr, err);
+               : json_data(c, jd, lift, dtype, numel, dptr, err);
   if (!data)
     return -1;
 
@@ -461,17 +467,55 @@ static int decode_input(struct srv_call *c, struct v2_in *in, size_t idx,
   return 0;
 }
 
-/* A string parameter holding a JSON object or array, read as that JSON
- * (with the codec's limits: depth, lifted number arrays). */
-static json_t *param_json(struct srv_call *c, const char *key,
-                          const char *s, struct srv_err *err)
+/* The members the pre-scan read beside the tree (lifts first ..) under
+ * JSON pointer `from` belong under `to` once their value moves into the
+ * /v1 body (c->params): lifts are found by pointer, so they follow it.  A
+ * lifted member of `parent` itself becomes a member of c->params (named
+ * `key` when not NULL), after the members in the tree. */
+static int move_lifts(struct srv_call *c, int first, const char *from,
+                      const char *to, const json_t *parent, const char *key,
+                      struct srv_err *err)
 {
+  struct srv_codec_state *st = c->codec;
+  size_t fl = strlen(from);
+  int i;
+
+  for (i = first; st && i < st->nlifts; i++) {
+    struct srv_codec_lift *l = &st->lifts[i];
+    char ptr[PTR_CAP];
+
+    if (strncmp(l->ptr, from, fl) != 0 || l->ptr[fl] != '/')
+      continue;
+    snprintf(ptr, sizeof ptr, "%s%s", to, l->ptr + fl);
+    if (!(l->ptr = srv_arena_strdup(&c->arena, ptr)) ||
+        (l->parent == parent && key &&
+         !(l->key = srv_arena_strdup(&c->arena, key))))
+      return srv_fail(err, 500, from, "out of memory");
+    if (l->parent == parent) {
+      l->parent = c->params;
+      l->index = INT64_MAX;
+    }
+  }
+  return 0;
+}
+
+/* A string parameter holding a JSON object or array, read as that JSON
+ * (with the codec's limits: depth, number arrays read beside the tree):
+ * 0 with *use the value, or NULL when the whole value was read beside the
+ * tree (it is then the member `key` of c->params there). */
+static int param_json(struct srv_call *c, const char *key, const char *s,
+                      json_t **use, struct srv_err *err)
+{
+  const struct srv_codec_state *st = c->codec;
+  const int first = st ? st->nlifts : 0;
   size_t n = strlen(s);
   char *text = srv_codec__alloc(c, n + 8, "/parameters", err), what[96];
-  json_t *wrap, *v;
+  char to[PTR_CAP] = "";
+  json_t *wrap;
+  int rc;
 
   if (!text)
-    return NULL;
+    return -1;
   memcpy(text, "{\"v\":", 5);
   memcpy(text + 5, s, n);
   memcpy(text + 5 + n, "}", 2);
@@ -479,10 +523,12 @@ static json_t *param_json(struct srv_call *c, const char *key,
            "(offsets from 5)", key);
   wrap = srv_codec__parse_object(c, text, n + 6, what, err);
   if (!wrap)
-    return NULL;
-  v = json_incref(json_object_get(wrap, "v"));
+    return -1;
+  srv_codec__pointer_add(to, sizeof to, key, strlen(key));
+  rc = move_lifts(c, first, "/v", to, wrap, key, err);
+  *use = json_incref(json_object_get(wrap, "v"));
   json_decref(wrap);
-  return v;
+  return rc;
 }
 
 static int starts_structured(const char *s)
@@ -503,6 +549,8 @@ static int decode_params(struct srv_call *c, struct srv_v2 *v,
     return 0;
   if (!json_is_object(jp))
     return srv_fail(err, 400, "/parameters", "parameters must be an object");
+  if (move_lifts(c, 0, "/parameters", "", jp, NULL, err))
+    return -1;
   json_object_foreach((json_t *)jp, key, val) {
     char ptr[PTR_CAP] = "/parameters";
     json_t *use;
@@ -519,12 +567,13 @@ static int decode_params(struct srv_call *c, struct srv_v2 *v,
                       "\"%s\" is not a v2 parameter: outputs choose their "
                       "form with binary_data, and \"outputs\" picks them",
                       key);
-    if (json_is_string(val) && !srv_codec_lifted(c, val) &&
-        starts_structured(json_string_value(val))) {
-      if (!(use = param_json(c, key, json_string_value(val), err))) {
+    if (json_is_string(val) && starts_structured(json_string_value(val))) {
+      if (param_json(c, key, json_string_value(val), &use, err) != 0) {
         srv_strcpy(err->field, sizeof err->field, ptr);
         return -1;
       }
+      if (!use)
+        continue; /* read beside the tree, now a member of c->params */
     } else {
       use = json_incref(val);
     }

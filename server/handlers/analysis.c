@@ -261,7 +261,7 @@ static int decay_job(struct srv_call *c, struct analysis_req *rq, int64_t row,
                         rq->bound + row * rq->N, rq->mean + row * rq->N, &job);
 
   if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, "", NULL);
+    return srv_fail_lib(err, st, "", NULL);
   return srv_add_job(c, job, err);
 }
 
@@ -346,7 +346,7 @@ static int prepare_rope(struct srv_call *c, struct srv_pctx *pc,
     return srv_fail(err, 500, NULL, "out of memory");
   st = ab_rope_pairs(&rq->cfg.p, rq->seq_len, pr, &info);
   if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, "", NULL);
+    return srv_fail_lib(err, st, "", NULL);
 
   if (srv_output_scalar(c, "trained_len", (double)rq->trained, err) ||
       srv_output_scalar(c, "attention_scaling", info.attention_factor, err) ||
@@ -481,7 +481,7 @@ static int prepare_extend(struct srv_call *c, struct srv_pctx *pc,
   for (mi = 0; mi < NMETHODS; mi++) {
     method_params(mi, rq, s, &p[mi]);
     if ((st = ab_rope_pairs(&p[mi], rq->seq_len, NULL, &info[mi])))
-      return srv_lib_fail(err, st, "", NULL);
+      return srv_fail_lib(err, st, "", NULL);
   }
 
   /* The settings first: they are what a reader looks for. */
@@ -516,7 +516,7 @@ static int prepare_extend(struct srv_call *c, struct srv_pctx *pc,
     return -1;
   for (mi = 0; mi < NMETHODS; mi++) {
     if ((st = ab_rope_pairs(&p[mi], rq->seq_len, pr, NULL)))
-      return srv_lib_fail(err, st, "", NULL);
+      return srv_fail_lib(err, st, "", NULL);
     fill_pairs(&rq->po, mi, pr, rq->P, rq->trained, rq->seq_len);
     att[mi] = info[mi].attention_factor;
     theta[mi] = info[mi].rope_theta;
@@ -598,7 +598,7 @@ static int prepare_bias(struct srv_call *c, struct srv_pctx *pc,
       for (h = 0; h < H; h++)
         f[h] = (float)rq->bp.slopes_f64[h];
     } else if ((st = ab_alibi_slopes(H, rq->bp.max_bias, f)) != AB_STATUS_OK) {
-      return srv_lib_fail(err, st, "", NULL);
+      return srv_fail_lib(err, st, "", NULL);
     }
     for (h = 0; h < H; h++)
       rq->slopes[h] = f[h];
@@ -613,7 +613,7 @@ static int prepare_bias(struct srv_call *c, struct srv_pctx *pc,
     st = ab_t5_bucket_starts(nb, rq->bp.bidirectional, rq->bp.max_distance,
                              first);
     if (st != AB_STATUS_OK)
-      return srv_lib_fail(err, st, "", NULL);
+      return srv_fail_lib(err, st, "", NULL);
     if (srv_output_scalar(c, "saturation_distance",
                           (double)first[rq->nbd - 1], err) != 0 ||
         !(rq->starts = out_i32(c, "bucket_start", 0, rq->nbd, err)))
@@ -643,7 +643,7 @@ static int prepare_bias(struct srv_call *c, struct srv_pctx *pc,
   ab_geometry_init(&g, 1, S); /* the query at S - 1 */
   st = ab_bias_table_job(&rq->bp, &g, rq->tmp_bias, rq->tmp_buckets, &job);
   if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, "", NULL);
+    return srv_fail_lib(err, st, "", NULL);
   if (srv_add_job(c, job, err) != 0)
     return -1;
   if (!rq->two_dir)
@@ -660,7 +660,7 @@ static int prepare_bias(struct srv_call *c, struct srv_pctx *pc,
   g.q_offset = 0;
   st = ab_bias_table_job(&rq->bp, &g, rq->bias_after, rq->buckets_after, &job);
   if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, "", NULL);
+    return srv_fail_lib(err, st, "", NULL);
   return srv_add_job(c, job, err);
 }
 

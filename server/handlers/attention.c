@@ -41,7 +41,9 @@ struct attn_req {
   int64_t *qpos, *kpos;
   struct ab_attn_params ap;
 };
-#define AR(f) offsetof(struct attn_req, f)
+/* REQ(f): where the parameter parser stores member f of the request
+ * (struct attn_req). */
+#define REQ(f) offsetof(struct attn_req, f)
 
 /* ==== table ============================================================= */
 
@@ -57,54 +59,54 @@ static const struct srv_choice returns[] = {
     {NULL, 0, NULL}};
 
 static const struct srv_param attn_params[] = {
-    {.name = "q", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = AR(q),
+    {.name = "q", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = REQ(q),
      .desc = "[B, Hq, Nq, D] (bhsd) or [B, Nq, Hq, D] (bshd); rank 3 means "
              "B = 1, rank 2 one head"},
-    {.name = "k", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = AR(k),
+    {.name = "k", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = REQ(k),
      .desc = "[B, Hkv, Nk, D]; Hq must be a multiple of Hkv (GQA/MQA)"},
-    {.name = "v", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = AR(v),
+    {.name = "v", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ, .off = REQ(v),
      .desc = "[B, Hkv, Nk, Dv]"},
     {.name = "layout", .type = SRV_PT_ENUM, .flags = SRV_PF_DEF,
-     .def = AB_LAYOUT_BHSD, .choices = layouts, .off = AR(layout),
+     .def = AB_LAYOUT_BHSD, .choices = layouts, .off = REQ(layout),
      .desc = "axis order of q, k, v and output"},
-    {.name = "scale", .type = SRV_PT_NUM, .off = AR(scale),
+    {.name = "scale", .type = SRV_PT_NUM, .off = REQ(scale),
      .def_rule = "1/sqrt(D)", .desc = "multiplies q.k (T5 uses 1)"},
     {.name = "causal", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF, .def = 0,
-     .off = AR(causal), .desc = "keys after the query position are masked"},
-    {.name = "q_offset", .type = SRV_PT_INT, .off = AR(q_offset),
+     .off = REQ(causal), .desc = "keys after the query position are masked"},
+    {.name = "q_offset", .type = SRV_PT_INT, .off = REQ(q_offset),
      .def_rule = "Nk - Nq",
      .desc = "position of query row 0 (keys sit at 0..Nk-1); the default "
              "is bottom-right alignment"},
-    {.name = "rope", .type = SRV_PT_OBJECT, .off = AR(rope_obj),
+    {.name = "rope", .type = SRV_PT_OBJECT, .off = REQ(rope_obj),
      .desc = "RoPE on q and k before the scores: the /v1/rope config "
              "fields plus q_positions, k_positions"},
-    {.name = "bias", .type = SRV_PT_OBJECT, .off = AR(bias_obj),
+    {.name = "bias", .type = SRV_PT_OBJECT, .off = REQ(bias_obj),
      .desc = "position bias computed in the kernel: method and the /v1/bias "
              "method parameters (num_heads, lengths, offset and causality "
              "come from this request)"},
-    {.name = "attn_bias", .type = SRV_PT_TENSOR, .off = AR(attn_bias),
+    {.name = "attn_bias", .type = SRV_PT_TENSOR, .off = REQ(attn_bias),
      .desc = "additive float bias broadcastable to [B, Hq, Nq, Nk] "
              "(head-major in both layouts)"},
     {.name = "kv_lens", .type = SRV_PT_INTS, .flags = SRV_PF_MIN, .min = 0,
-     .off = AR(kv_lens),
+     .off = REQ(kv_lens),
      .desc = "[B]: keys j >= kv_lens[b] are masked (each 0..Nk)"},
     {.name = "window", .type = SRV_PT_INTS, .flags = SRV_PF_MIN, .min = -1,
-     .off = AR(window),
+     .off = REQ(window),
      .desc = "inclusive [left, right], -1 unbounded: key j is visible iff "
              "p_q - left <= j <= p_q + right"},
     {.name = "sliding_window", .type = SRV_PT_INT, .flags = SRV_PF_MIN,
-     .min = 1, .off = AR(sliding),
+     .min = 1, .off = REQ(sliding),
      .desc = "HF form: W means window [W-1, 0] (not with window)"},
     {.name = "softcap", .type = SRV_PT_NUM, .flags = SRV_PF_DEF | SRV_PF_MIN,
-     .def = 0, .min = 0, .off = AR(softcap),
+     .def = 0, .min = 0, .off = REQ(softcap),
      .desc = "c*tanh(s/c) on the scaled scores before the bias; 0 is off"},
     {.name = "return", .type = SRV_PT_ENUMS, .flags = SRV_PF_DEF,
-     .def = RET_OUTPUT, .choices = returns, .off = AR(ret),
+     .def = RET_OUTPUT, .choices = returns, .off = REQ(ret),
      .desc = "the outputs to send (image/png: the weights are drawn, "
              "whatever it says)"},
-    SRV_PICTURE_PARAMS(AR(pic)),
+    SRV_PICTURE_PARAMS(REQ(pic)),
     {.name = "batch", .type = SRV_PT_INT, .flags = SRV_PF_DEF | SRV_PF_MIN,
-     .def = 0, .min = 0, .off = AR(batch),
+     .def = 0, .min = 0, .off = REQ(batch),
      .desc = "the batch entry drawn when Accept is image/png"},
 };
 const struct srv_ptable srv_ptab_attention =
@@ -330,7 +332,7 @@ static int prepare_picture(struct srv_call *c, const struct srv_pctx *pc,
   rq->row0 = ap->has_q_offset ? ap->q_offset : kd[2] - qd[2];
   st = ab_attention_job(ap, &job);
   if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, "", NULL);
+    return srv_fail_lib(err, st, "", NULL);
   return srv_add_job(c, job, err);
 }
 
@@ -389,7 +391,7 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
   /* Shapes first (the library checks ranks, batch, GQA, head sizes from
    * the descriptors alone); the rope and bias objects need D and Hq. */
   if (ab_attention_flops(ap) < 0)
-    return srv_lib_fail(err, ab_last_error()->status, "", NULL);
+    return srv_fail_lib(err, ab_last_error()->status, "", NULL);
   view_dims(&rq->q, rq->layout, qd);
   view_dims(&rq->k, rq->layout, kd);
   view_dims(&rq->v, rq->layout, vd);
@@ -410,7 +412,7 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
   /* Everything again, now with rope, bias, kv_lens and attn_bias. */
   flops = ab_attention_flops(ap);
   if (flops < 0)
-    return srv_lib_fail(err, ab_last_error()->status, "", NULL);
+    return srv_fail_lib(err, ab_last_error()->status, "", NULL);
 
   /* Outputs keep the rank of the inputs: output is q's shape with Dv last;
    * lse and weights drop the axes q does not have. */
@@ -461,6 +463,6 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
     return -1;
   st = ab_attention_job(ap, &job);
   if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, "", NULL);
+    return srv_fail_lib(err, st, "", NULL);
   return srv_add_job(c, job, err);
 }

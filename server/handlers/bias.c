@@ -28,7 +28,9 @@ struct bias_holder {
   struct ab_tensor slopes, table, r1, r2;
   const json_t *layers;
 };
-#define BH(f) offsetof(struct bias_holder, f)
+/* METHOD(f): where the parameter parser stores member f of a method
+ * (struct bias_holder). */
+#define METHOD(f) offsetof(struct bias_holder, f)
 
 /* The selector's choices, by enum ab_bias_method (the terminator last). */
 static const struct srv_choice bias_methods[] = {
@@ -59,28 +61,28 @@ const struct srv_param srv_param_bias_method = BIAS_METHOD_PARAM;
 
 static const struct srv_param bm_alibi[] = {
     {.name = "max_bias", .type = SRV_PT_NUM, .flags = SRV_PF_DEF | SRV_PF_MIN,
-     .def = 8, .min = 0, .off = BH(p.max_bias),
+     .def = 8, .min = 0, .off = METHOD(p.max_bias),
      .desc = "slopes in ggml form: 8 gives the paper's, BLOOM's and MPT's"},
     {.name = "slopes", .type = SRV_PT_TENSOR, .flags = SRV_PF_F64,
-     .off = BH(slopes),
+     .off = METHOD(slopes),
      .desc = "explicit per-head slopes [num_heads]; override max_bias "
              "(float32: the table is a float32 product)"},
 };
 static const struct srv_param bm_t5[] = {
-    {.name = "table", .type = SRV_PT_TENSOR, .off = BH(table),
+    {.name = "table", .type = SRV_PT_TENSOR, .off = METHOD(table),
      .desc = "[num_buckets, num_heads]: the checkpoint's "
              "relative_attention_bias.weight; needed for bias values, not "
              "for return [\"buckets\"] alone"},
     {.name = "bidirectional", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF,
-     .def = 1, .off = BH(p.bidirectional),
+     .def = 1, .off = METHOD(p.bidirectional),
      .desc = "true for encoders; false for decoder self-attention"},
     {.name = "relative_attention_max_distance", .type = SRV_PT_INT,
      .flags = SRV_PF_DEF | SRV_PF_MIN, .def = 128, .min = 1,
-     .off = BH(p.max_distance),
+     .off = METHOD(p.max_distance),
      .desc = "distance of the last bucket; must exceed half the exact "
              "range of one direction"},
     {.name = "relative_attention_num_buckets", .type = SRV_PT_INT,
-     .flags = SRV_PF_MIN, .min = 1, .off = BH(p.num_buckets),
+     .flags = SRV_PF_MIN, .min = 1, .off = METHOD(p.num_buckets),
      .def_rule = "the table's row count; 32 without a table (Hugging "
                  "Face's T5Config)",
      .desc = "bucket count: must equal the table's rows; without a table "
@@ -88,15 +90,15 @@ static const struct srv_param bm_t5[] = {
 };
 static const struct srv_param bm_fire[] = {
     {.name = "c", .type = SRV_PT_NUM, .flags = SRV_PF_REQ | SRV_PF_MIN_EXCL,
-     .min = 0, .off = BH(p.c), .desc = "psi(t) = ln(c*t + 1)"},
+     .min = 0, .off = METHOD(p.c), .desc = "psi(t) = ln(c*t + 1)"},
     {.name = "L", .type = SRV_PT_NUM, .flags = SRV_PF_REQ | SRV_PF_MIN,
-     .min = 0, .off = BH(p.L),
+     .min = 0, .off = METHOD(p.L),
      .desc = "threshold: input psi(p_q - j) / (psi(max(L, p_q)) + eps)"},
     {.name = "eps", .type = SRV_PT_NUM, .flags = SRV_PF_DEF | SRV_PF_MIN,
-     .def = 0, .min = 0, .off = BH(p.eps),
+     .def = 0, .min = 0, .off = METHOD(p.eps),
      .desc = "added to the denominator"},
     {.name = "layers", .type = SRV_PT_LAYERS, .flags = SRV_PF_REQ,
-     .off = BH(layers),
+     .off = METHOD(layers),
      .desc = "the MLP: [{\"weight\": [out, in], \"bias\": [out]}, ...], "
              "input size 1, output num_heads or 1, ReLU between layers"},
 };
@@ -106,12 +108,12 @@ static const struct srv_choice kerple_variants[] = {
     {NULL, 0, NULL}};
 static const struct srv_param bm_kerple[] = {
     {.name = "variant", .type = SRV_PT_ENUM, .flags = SRV_PF_DEF, .def = 0,
-     .choices = kerple_variants, .off = BH(p.kerple_power),
+     .choices = kerple_variants, .off = METHOD(p.kerple_power),
      .desc = "kernel form"},
     {.name = "r1", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ | SRV_PF_F64,
-     .off = BH(r1), .desc = "[num_heads], each > 0 (read in double)"},
+     .off = METHOD(r1), .desc = "[num_heads], each > 0 (read in double)"},
     {.name = "r2", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ | SRV_PF_F64,
-     .off = BH(r2),
+     .off = METHOD(r2),
      .desc = "[num_heads], each > 0 (<= 2 for power; read in double)"},
 };
 static const struct srv_param bm_none[1] = {{.name = "", .desc = ""}};
@@ -156,7 +158,9 @@ struct bias_req {
   float *bias;       /* PNG: the table drawn in finish */
   int32_t *buckets;
 };
-#define BR(f) offsetof(struct bias_req, f)
+/* REQ(f): where the parameter parser stores member f of the request
+ * (struct bias_req). */
+#define REQ(f) offsetof(struct bias_req, f)
 
 static const struct srv_choice bias_returns[] = {
     {"bias", 0, "float [num_heads, q_len, k_len]"},
@@ -166,28 +170,28 @@ static const struct srv_choice bias_returns[] = {
 static const struct srv_param bias_common[] = {
     BIAS_METHOD_PARAM,
     {.name = "num_heads", .type = SRV_PT_INT, .flags = SRV_PF_REQ | SRV_PF_MIN,
-     .min = 1, .off = BR(num_heads), .desc = "heads of the table"},
+     .min = 1, .off = REQ(num_heads), .desc = "heads of the table"},
     {.name = "q_len", .type = SRV_PT_INT, .flags = SRV_PF_REQ | SRV_PF_MIN,
-     .min = 1, .off = BR(q_len), .desc = "query rows"},
+     .min = 1, .off = REQ(q_len), .desc = "query rows"},
     {.name = "k_len", .type = SRV_PT_INT, .flags = SRV_PF_MIN, .min = 1,
-     .off = BR(k_len), .def_rule = "q_len", .desc = "key columns"},
-    {.name = "q_offset", .type = SRV_PT_INT, .off = BR(q_offset),
+     .off = REQ(k_len), .def_rule = "q_len", .desc = "key columns"},
+    {.name = "q_offset", .type = SRV_PT_INT, .off = REQ(q_offset),
      .def_rule = "k_len - q_len",
      .desc = "position of query row 0 (keys sit at 0..k_len-1); the default "
              "puts the queries last, as when decoding with a KV cache"},
     {.name = "causal", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF, .def = 0,
-     .off = BR(causal), .desc = "keys after the query position get -inf"},
+     .off = REQ(causal), .desc = "keys after the query position get -inf"},
     {.name = "window", .type = SRV_PT_INTS, .flags = SRV_PF_MIN, .min = -1,
-     .off = BR(window),
+     .off = REQ(window),
      .desc = "inclusive [left, right], -1 unbounded: key j is visible iff "
              "p_q - left <= j <= p_q + right; others get -inf"},
     {.name = "sliding_window", .type = SRV_PT_INT, .flags = SRV_PF_MIN,
-     .min = 1, .off = BR(sliding),
+     .min = 1, .off = REQ(sliding),
      .desc = "HF form of window: W means [W-1, 0] (not with window)"},
     {.name = "return", .type = SRV_PT_ENUMS, .flags = SRV_PF_DEF,
-     .def = RET_BIAS, .choices = bias_returns, .off = BR(ret),
+     .def = RET_BIAS, .choices = bias_returns, .off = REQ(ret),
      .desc = "which tables to return"},
-    SRV_PICTURE_PARAMS(BR(pic)),
+    SRV_PICTURE_PARAMS(REQ(pic)),
 };
 const struct srv_ptable srv_ptab_bias_common = SRV_PTABLE(
     "bias", "attention-bias tables [num_heads, q_len, k_len]", bias_common);
@@ -394,7 +398,7 @@ int srv_bias_parse_method(const struct srv_pctx *pc, const json_t *obj,
     return -1;
   st = ab_bias_check(&h->p);
   if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, pc->ptr, NULL);
+    return srv_fail_lib(err, st, pc->ptr, NULL);
   *p = h->p;
   return 0;
 }
@@ -507,7 +511,7 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
   rq->buckets = buckets;
   st = ab_bias_table_job(&rq->p, &rq->g, bias, buckets, &job);
   if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, "", NULL);
+    return srv_fail_lib(err, st, "", NULL);
   return srv_add_job(c, job, err);
 }
 

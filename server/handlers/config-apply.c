@@ -26,17 +26,19 @@ struct cfg_req {
   const json_t *config;
   int64_t layer;
 };
-#define CQ(f) offsetof(struct cfg_req, f)
+/* REQ(f): where the parameter parser stores member f of the request
+ * (struct cfg_req). */
+#define REQ(f) offsetof(struct cfg_req, f)
 
 static const struct srv_param cfg_params[] = {
-    {.name = "model", .type = SRV_PT_STR, .off = CQ(model),
+    {.name = "model", .type = SRV_PT_STR, .off = REQ(model),
      .desc = "a preset (GET /v1/models): its config fills every field the "
              "request does not give"},
-    {.name = "config", .type = SRV_PT_OBJECT, .off = CQ(config),
+    {.name = "config", .type = SRV_PT_OBJECT, .off = REQ(config),
      .desc = "a Hugging Face config.json (over the preset's keys when both "
              "are given); its keys are also accepted at the top level"},
     {.name = "layer", .type = SRV_PT_INT, .flags = SRV_PF_DEF | SRV_PF_MIN,
-     .def = 0, .min = 0, .off = CQ(layer),
+     .def = 0, .min = 0, .off = REQ(layer),
      .desc = "the layer computed, for configs whose layers differ (windows, "
              "RoPE bases); the answer's X-Attnbias-Config-Layer names it"},
 };
@@ -348,7 +350,8 @@ static int has_tensor(const struct srv_call *c, const char *name)
 {
   int i;
 
-  if (json_object_get(c->params, name))
+  if (json_object_get(c->params, name) ||
+      srv_codec_beside(c, c->params, name))
     return 1;
   for (i = 0; i < c->nbin; i++)
     if (c->bin[i].name && strcmp(c->bin[i].name, name) == 0)

@@ -153,7 +153,7 @@ const json_t *srv_preset_find(const char *name);
 const json_t *srv_preset_at(int i);
 int srv_preset_count(void);
 
-/* ---- the request step (also declared in srv.h for http/call.c) -------- */
+/* ---- the request step (also declared in srv.h for call/call.c) -------- */
 
 /* The request fields of the step, for the catalog: config, model, layer. */
 extern const struct srv_ptable srv_ptab_model_config;

@@ -13,7 +13,9 @@ struct enc_req {
   struct ab_tensor x, table;
 };
 
-#define ER(f) offsetof(struct enc_req, f)
+/* REQ(f): where the parameter parser stores member f of the request
+ * (struct enc_req). */
+#define REQ(f) offsetof(struct enc_req, f)
 
 /* ==== tables ============================================================ */
 
@@ -43,50 +45,50 @@ static const struct srv_param enc_common[] = {
      .flags = SRV_PF_REQ | SRV_PF_NOSTORE, .choices = enc_method_choices,
      .desc = "which encoding"},
     {.name = "positions", .type = SRV_PT_POSITIONS, .flags = SRV_PF_REQ,
-     .off = ER(positions),
+     .off = REQ(positions),
      .desc = "n (positions 0..n-1) or a list of positions (fractional ones "
              "allowed for sinusoidal and integer)"},
-    {.name = "x", .type = SRV_PT_TENSOR, .off = ER(x),
+    {.name = "x", .type = SRV_PT_TENSOR, .off = REQ(x),
      .desc = "optional [..., n, dim]: the only output is then x + encoding, "
              "broadcast over the leading axes"},
 };
 
 static const struct srv_param enc_sinusoidal[] = {
     {.name = "dim", .type = SRV_PT_INT, .flags = SRV_PF_REQ | SRV_PF_MIN,
-     .min = 1, .off = ER(p.dim),
+     .min = 1, .off = REQ(p.dim),
      .desc = "columns; even for interleaved and concat, >= 4 for "
              "tensor2tensor"},
     {.name = "base", .type = SRV_PT_NUM,
      .flags = SRV_PF_DEF | SRV_PF_MIN_EXCL, .def = 10000, .min = 0,
-     .off = ER(p.base), .desc = "frequency base"},
+     .off = REQ(p.base), .desc = "frequency base"},
     {.name = "layout", .type = SRV_PT_ENUM, .flags = SRV_PF_DEF,
-     .def = AB_SIN_INTERLEAVED, .choices = sin_layouts, .off = ER(p.layout),
+     .def = AB_SIN_INTERLEAVED, .choices = sin_layouts, .off = REQ(p.layout),
      .desc = "column layout and frequency formula"},
 };
 
 static const struct srv_param enc_learned[] = {
     {.name = "table", .type = SRV_PT_TENSOR, .flags = SRV_PF_REQ,
-     .off = ER(table), .desc = "the embedding matrix [rows, dim]"},
+     .off = REQ(table), .desc = "the embedding matrix [rows, dim]"},
     {.name = "offset", .type = SRV_PT_INT, .flags = SRV_PF_DEF, .def = 0,
-     .off = ER(p.offset),
+     .off = REQ(p.offset),
      .desc = "row = position + offset (OPT/BART use 2); a row outside the "
              "table is a 400"},
     {.name = "dim", .type = SRV_PT_INT, .flags = SRV_PF_MIN, .min = 1,
-     .off = ER(p.dim), .def_rule = "the table's column count",
+     .off = REQ(p.dim), .def_rule = "the table's column count",
      .desc = "optional; must equal the table's column count"},
 };
 
 static const struct srv_param enc_integer[] = {
     {.name = "dim", .type = SRV_PT_INT, .flags = SRV_PF_REQ | SRV_PF_MIN,
-     .min = 1, .off = ER(p.dim), .desc = "columns (all equal)"},
+     .min = 1, .off = REQ(p.dim), .desc = "columns (all equal)"},
     {.name = "normalize", .type = SRV_PT_NUM,
      .flags = SRV_PF_DEF | SRV_PF_MIN_EXCL, .def = 1, .min = 0,
-     .off = ER(p.normalize), .desc = "divisor: PE[p, c] = p / normalize"},
+     .off = REQ(p.normalize), .desc = "divisor: PE[p, c] = p / normalize"},
 };
 
 static const struct srv_param enc_binary[] = {
     {.name = "dim", .type = SRV_PT_INT, .flags = SRV_PF_REQ | SRV_PF_MIN,
-     .min = 1, .off = ER(p.dim),
+     .min = 1, .off = REQ(p.dim),
      .desc = "columns: bits 0..dim-1 of each (non-negative, integral) "
              "position"},
 };
@@ -234,7 +236,7 @@ int srv_h_encodings(struct srv_call *c, struct srv_err *err)
     st = ab_encoding_job(&rq->p, pos, n, rq->x.data ? &rq->x : NULL, out,
                          &job);
     if (st != AB_STATUS_OK)
-      return srv_lib_fail(err, st, "", NULL);
+      return srv_fail_lib(err, st, "", NULL);
     if (srv_add_job(c, job, err) != 0)
       return -1;
   }

@@ -17,6 +17,8 @@ __asm__(".section .rodata\n"
 extern const char openapi_begin[] __attribute__((visibility("hidden")));
 extern const char openapi_end[] __attribute__((visibility("hidden")));
 
+struct srv_probe srv_probe;
+
 static int reply(struct srv_call *c, const char *type, const char *body,
                  size_t n, struct srv_err *err)
 {
@@ -37,7 +39,7 @@ int srv_h_readyz(struct srv_call *c, struct srv_err *err)
 {
   static const char ok[] = "{\"status\":\"ok\"}";
 
-  if (srv_http_draining()) {
+  if (srv_probe.draining && srv_probe.draining()) {
     srv_fail(err, 503, NULL, "the server is draining and accepts no work");
     err->retry_after = 1;
     return -1;
@@ -47,7 +49,7 @@ int srv_h_readyz(struct srv_call *c, struct srv_err *err)
 
 int srv_h_metrics(struct srv_call *c, struct srv_err *err)
 {
-  if (srv_metrics_render(&c->custom) != 0)
+  if (!srv_probe.metrics || srv_probe.metrics(&c->custom) != 0)
     return srv_fail(err, 500, NULL, "out of memory rendering the metrics");
   c->custom_type = "text/plain; version=0.0.4; charset=utf-8";
   return 0;

@@ -87,30 +87,40 @@ const char *srv_pctx_ptr(const struct srv_pctx *pc, const char *name,
   return buf;
 }
 
+/* What srv_params_unknown checks each member against. */
+struct known {
+  const struct srv_pctx *pc;
+  const struct srv_ptable *const *tables;
+  int n;
+  const char *const *extra;
+};
+
+static void unknown_member(const char *key, const json_t *v, void *arg)
+{
+  const struct known *kn = arg;
+  int known = 0, i, k;
+  char ptr[256];
+
+  (void)v;
+  for (i = 0; i < kn->n && !known; i++)
+    for (k = 0; k < kn->tables[i]->n && !known; k++) {
+      const struct srv_param *p = &kn->tables[i]->p[k];
+      known = strcmp(p->name, key) == 0 ||
+              (p->alias && strcmp(p->alias, key) == 0);
+    }
+  for (i = 0; kn->extra && kn->extra[i] && !known; i++)
+    known = strcmp(kn->extra[i], key) == 0;
+  if (!known)
+    srv_config_ignore(kn->pc->c, srv_pctx_ptr(kn->pc, key, ptr, sizeof ptr));
+}
+
 void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
                         const struct srv_ptable *const *tables, int n,
                         const char *const *extra)
 {
-  const char *key;
-  json_t *v;
-  char ptr[256];
+  struct known kn = {pc, tables, n, extra};
 
-  if (!obj || !json_is_object(obj))
-    return;
-  json_object_foreach((json_t *)obj, key, v) {
-    int known = 0, i, k;
-
-    for (i = 0; i < n && !known; i++)
-      for (k = 0; k < tables[i]->n && !known; k++) {
-        const struct srv_param *p = &tables[i]->p[k];
-        known = strcmp(p->name, key) == 0 ||
-                (p->alias && strcmp(p->alias, key) == 0);
-      }
-    for (i = 0; extra && extra[i] && !known; i++)
-      known = strcmp(extra[i], key) == 0;
-    if (!known)
-      srv_config_ignore(pc->c, srv_pctx_ptr(pc, key, ptr, sizeof ptr));
-  }
+  srv_codec_members(pc->c, obj, unknown_member, &kn);
 }
 
 void srv_params_unused_bin(const struct srv_pctx *pc)
@@ -144,12 +154,6 @@ void srv_params_unused_bin(const struct srv_pctx *pc)
 }
 
 /* ==== value formatting for messages ===================================== */
-
-/* A JSON string the client sent (not a lifted row's placeholder). */
-static int is_str(const struct srv_call *c, const json_t *v)
-{
-  return json_is_string(v) && !srv_codec_lifted(c, v);
-}
 
 static const char *type_name(enum srv_ptype t)
 {
@@ -250,7 +254,7 @@ static int parse_enum_value(const struct srv_call *c,
   const struct srv_choice *ch;
   char val[96], list[256];
 
-  if (!is_str(c, v)) {
+  if (!json_is_string(v)) {
     if (p->type != SRV_PT_ENUMS)
       return type_error(c, p, v, ptr, err);
     srv_codec_show(c, v, val, sizeof val); /* one element of the array */
@@ -290,7 +294,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
   }
   case SRV_PT_NUM: {
     double x;
-    if (!json_is_number(v) && !is_str(c, v))
+    if (!json_is_number(v) && !json_is_string(v))
       return type_error(c, p, v, ptr, err);
     if (srv_codec_number(v, &x) != 0)
       return type_error(c, p, v, ptr, err);
@@ -326,7 +330,7 @@ static int parse_value(const struct srv_call *c, const struct srv_param *p,
   }
   case SRV_PT_STR: {
     const char *x;
-    if (!is_str(c, v))
+    if (!json_is_string(v))
       return type_error(c, p, v, ptr, err);
     x = json_string_value(v);
     if (store)
@@ -548,7 +552,7 @@ int srv_params_list(const struct srv_pctx *pc, const char *name,
     return srv_fail(err, 500, ptr, "out of memory reading %s", name);
   st = ab_tensor_to_f64(t, d);
   if (st != AB_STATUS_OK) /* an int32 safetensors entry: the list's fault */
-    return srv_lib_fail(err, st, ptr, "src");
+    return srv_fail_lib(err, st, ptr, "src");
   *out = d;
   return 0;
 }
@@ -561,9 +565,10 @@ static int member(const struct srv_pctx *pc, const json_t *obj,
                   const struct srv_param *p, const json_t **out,
                   const char **where, struct srv_err *err)
 {
-  const json_t *a = obj ? json_object_get(obj, p->name) : NULL;
-  const json_t *b =
-      obj && p->alias ? json_object_get(obj, p->alias) : NULL;
+  /* Not a tensor: a member the codec read beside the tree (a nested array
+   * of numbers) comes as JSON, for the error that follows. */
+  const json_t *a = srv_codec_member(pc->c, obj, p->name);
+  const json_t *b = p->alias ? srv_codec_member(pc->c, obj, p->alias) : NULL;
   char ptr[256];
 
   if (a && json_is_null(a))
@@ -901,31 +906,4 @@ double srv_numel_d(const struct ab_tensor *t)
   for (i = 0; i < t->ndim; i++)
     n *= (double)t->shape[i];
   return n;
-}
-
-int srv_lib_fail(struct srv_err *err, enum ab_status st, const char *prefix,
-                 const char *strip)
-{
-  const struct ab_error *le = ab_last_error();
-  char arg[sizeof le->arg], field[sizeof err->field];
-  size_t n, sl = strip ? strlen(strip) : 0, i;
-
-  srv_fail_lib(err, st, prefix);
-  if (err->http != 400 && err->http != 413)
-    return -1;
-  if (!le || le->status != st)
-    return -1; /* stale record: srv_fail_lib already said what it could */
-  snprintf(arg, sizeof arg, "%s", le->arg);
-  if (sl && strncmp(arg, strip, sl) == 0 && (arg[sl] == '.' || !arg[sl]))
-    memmove(arg, arg + sl + (arg[sl] ? 1 : 0), strlen(arg + sl) + 1);
-  snprintf(field, sizeof field, "%s", prefix ? prefix : "");
-  n = strlen(field);
-  if (arg[0] && n + 1 < sizeof field) {
-    field[n++] = '/';
-    for (i = 0; arg[i] && n + 1 < sizeof field; i++)
-      field[n++] = arg[i] == '.' ? '/' : arg[i];
-    field[n] = '\0';
-  }
-  snprintf(err->field, sizeof err->field, "%s", field);
-  return -1;
 }

@@ -201,15 +201,6 @@ json_t *srv_params_catalog_list(const struct srv_ptable *const *tables,
  * decided at that size. */
 double srv_out_bytes(const struct srv_call *c, double numel);
 
-/* srv_fail_lib for a library status, with the field pointer rewritten from
- * the library's dotted argument name.  `prefix` is the pointer of the
- * object the library call describes ("" or "/bias" or "/rope"); a leading
- * component of the argument equal to `strip` ("bias", "rope", NULL for
- * none) is removed first, because the library names arguments as the
- * attention request does. */
-int srv_lib_fail(struct srv_err *err, enum ab_status st, const char *prefix,
-                 const char *strip);
-
 /* The options every route's codec reads ("encoding", "output_dtype",
  * "output"): listed in the catalog, never reported as ignored. */
 extern const struct srv_ptable srv_ptab_output;

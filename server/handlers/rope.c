@@ -18,48 +18,50 @@ _Static_assert(sizeof(enum ab_layout) == sizeof(int),
  * double; they are refused rather than silently merged. */
 #define POS_MAX 9007199254740992.0
 
-#define RC(f) offsetof(struct srv_rope_cfg, f)
+/* CFG(f): where the parameter parser stores member f of the RoPE configuration
+ * (struct srv_rope_cfg). */
+#define CFG(f) offsetof(struct srv_rope_cfg, f)
 
 /* ==== tables ============================================================ */
 
 static const struct srv_param rope_config[] = {
     {.name = "head_dim", .type = SRV_PT_INT, .flags = SRV_PF_MIN, .min = 2,
-     .off = RC(p.head_dim), .def_rule = "the last dimension of q/k",
+     .off = CFG(p.head_dim), .def_rule = "the last dimension of q/k",
      .desc = "channels per head (required unless q or k gives it)"},
     {.name = "rope_theta", .type = SRV_PT_NUM,
      .flags = SRV_PF_DEF | SRV_PF_MIN_EXCL, .def = 10000, .min = 0,
-     .off = RC(p.rope_theta), .desc = "frequency base (Llama 3: 500000)"},
+     .off = CFG(p.rope_theta), .desc = "frequency base (Llama 3: 500000)"},
     {.name = "partial_rotary_factor", .type = SRV_PT_NUM,
      .flags = SRV_PF_DEF | SRV_PF_MIN_EXCL | SRV_PF_MAX, .def = 1, .min = 0,
-     .max = 1, .off = RC(p.partial_rotary_factor),
+     .max = 1, .off = CFG(p.partial_rotary_factor),
      .desc = "rotary_dim = int(head_dim * partial_rotary_factor)"},
     {.name = "rotary_dim", .type = SRV_PT_INT, .flags = SRV_PF_MIN, .min = 2,
-     .off = RC(p.rotary_dim),
+     .off = CFG(p.rotary_dim),
      .def_rule = "int(head_dim * partial_rotary_factor)",
      .desc = "rotated channels (even, <= head_dim); the rest pass through"},
     {.name = "rotary_offset", .type = SRV_PT_INT,
      .flags = SRV_PF_DEF | SRV_PF_MIN, .def = 0, .min = 0,
-     .off = RC(p.rotary_offset),
+     .off = CFG(p.rotary_offset),
      .desc = "first rotated channel: channels [rotary_offset, rotary_offset "
              "+ rotary_dim) rotate, the others pass through (DeepSeek's "
              "[q_nope | q_pe] heads: qk_nope_head_dim; a config with "
              "qk_rope_head_dim sets it)"},
     {.name = "interleaved", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF,
-     .def = 0, .off = RC(p.interleaved),
+     .def = 0, .off = CFG(p.interleaved),
      .desc = "false: pairs (i, i + r/2) (rotate-half: HF Llama, GPT-NeoX); "
              "true: pairs (2i, 2i+1) (GPT-J, RoFormer, Meta reference)"},
     {.name = "max_position_embeddings", .type = SRV_PT_INT,
-     .flags = SRV_PF_MIN, .min = 1, .off = RC(p.max_position_embeddings),
+     .flags = SRV_PF_MIN, .min = 1, .off = CFG(p.max_position_embeddings),
      .desc = "context length; the default factor of yarn and longrope is "
              "max_position_embeddings / original_max_position_embeddings"},
     {.name = "original_max_position_embeddings", .type = SRV_PT_INT,
-     .flags = SRV_PF_MIN, .min = 1, .off = RC(orig_max_pos_top),
+     .flags = SRV_PF_MIN, .min = 1, .off = CFG(orig_max_pos_top),
      .desc = "top-level form (Phi-3 configs) of "
              "rope_scaling.original_max_position_embeddings"},
     {.name = "seq_len", .type = SRV_PT_INT, .flags = SRV_PF_MIN, .min = 1,
-     .off = RC(seq_len), .def_rule = "max(position) + 1",
+     .off = CFG(seq_len), .def_rule = "max(position) + 1",
      .desc = "current sequence length (dynamic and longrope depend on it)"},
-    {.name = "rope_scaling", .type = SRV_PT_OBJECT, .off = RC(scaling),
+    {.name = "rope_scaling", .type = SRV_PT_OBJECT, .off = CFG(scaling),
      .desc = "the rope_scaling object of a Hugging Face config.json"},
 };
 const struct srv_ptable srv_ptab_rope_config =
@@ -74,7 +76,9 @@ struct rope_req {
   int layout;
   int64_t *pos; /* [n_axes, n] */
 };
-#define RQ(f) offsetof(struct rope_req, f)
+/* REQ(f): where the parameter parser stores member f of the request
+ * (struct rope_req). */
+#define REQ(f) offsetof(struct rope_req, f)
 
 static const struct srv_choice layouts[] = {
     {"bhsd", AB_LAYOUT_BHSD, "[batch, heads, seq, dim] (PyTorch SDPA)"},
@@ -83,21 +87,21 @@ static const struct srv_choice layouts[] = {
     {NULL, 0, NULL}};
 
 static const struct srv_param rope_request[] = {
-    {.name = "positions", .type = SRV_PT_POSITIONS, .off = RQ(positions),
+    {.name = "positions", .type = SRV_PT_POSITIONS, .off = REQ(positions),
      .def_rule = "with q or k: 0..n-1 along their sequence axis (every axis "
                  "of multi-axis RoPE, as the count n); required without "
                  "them, and for vision2d",
      .desc = "n (0..n-1), a list [n], or [axes, n] rows for multi-axis RoPE "
              "([3, n] t/h/w with mrope_section, [2, n] row/column for "
              "vision2d); integers, may be negative"},
-    {.name = "q", .type = SRV_PT_TENSOR, .off = RQ(q),
+    {.name = "q", .type = SRV_PT_TENSOR, .off = REQ(q),
      .desc = "optional tensor to rotate (rank 2..4); its sequence axis has "
              "length n"},
-    {.name = "k", .type = SRV_PT_TENSOR, .off = RQ(k),
+    {.name = "k", .type = SRV_PT_TENSOR, .off = REQ(k),
      .desc = "optional tensor to rotate (xpos scales it by the inverse "
              "decay)"},
     {.name = "layout", .type = SRV_PT_ENUM, .flags = SRV_PF_DEF,
-     .def = AB_LAYOUT_BHSD, .choices = layouts, .off = RQ(layout),
+     .def = AB_LAYOUT_BHSD, .choices = layouts, .off = REQ(layout),
      .desc = "axis order of q and k (rank 3 drops the batch axis)"},
 };
 const struct srv_ptable srv_ptab_rope_request =
@@ -143,13 +147,13 @@ static const struct srv_choice rope_types[] = {
 static const struct srv_param rope_scaling_common[] = {
     {.name = "rope_type", .alias = "type", .type = SRV_PT_ENUM,
      .flags = SRV_PF_DEF, .def = AB_ROPE_DEFAULT, .choices = rope_types,
-     .off = RC(p.rope_type), .desc = "the scaling method"},
+     .off = CFG(p.rope_type), .desc = "the scaling method"},
     {.name = "mrope_section", .type = SRV_PT_INTS, .flags = SRV_PF_MIN,
-     .min = 0, .off = RC(mrope_section),
+     .min = 0, .off = CFG(mrope_section),
      .desc = "multi-axis RoPE (Qwen2-VL): 3 or 4 frequency counts per axis "
              "(t, h, w), summing to rotary_dim/2; positions become [3, n]"},
     {.name = "mrope_interleaved", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF,
-     .def = 0, .off = RC(p.mrope_interleaved),
+     .def = 0, .off = CFG(p.mrope_interleaved),
      .desc = "Qwen3-VL interleaved assignment of frequencies to axes"},
 };
 const struct srv_ptable srv_ptab_rope_scaling = SRV_PTABLE(
@@ -158,12 +162,12 @@ const struct srv_ptable srv_ptab_rope_scaling = SRV_PTABLE(
 
 #define FACTOR_REQ(d)                                                          \
   {.name = "factor", .type = SRV_PT_NUM, .flags = SRV_PF_REQ | SRV_PF_MIN_EXCL, \
-   .min = 0, .off = RC(p.factor), .desc = (d)}
+   .min = 0, .off = CFG(p.factor), .desc = (d)}
 #define ORIG(flags_, rule, d)                                                  \
   {.name = "original_max_position_embeddings", .type = SRV_PT_INT,             \
    .flags = (flags_) | SRV_PF_MIN, .min = 1,                                   \
-   .off = RC(p.original_max_position_embeddings), .def_rule = (rule),          \
-   .desc = (d)}
+   .off = CFG(p.original_max_position_embeddings),                             \
+   .def_rule = (rule), .desc = (d)}
 
 static const struct srv_param rt_linear[] = {
     FACTOR_REQ("positions are divided by factor"),
@@ -178,7 +182,7 @@ static const struct srv_param rt_dynamic[] = {
 };
 static const struct srv_param rt_yarn[] = {
     {.name = "factor", .type = SRV_PT_NUM, .flags = SRV_PF_MIN_EXCL,
-     .min = 0, .off = RC(p.factor),
+     .min = 0, .off = CFG(p.factor),
      .def_rule = "max_position_embeddings / original_max_position_embeddings",
      .desc = "context extension factor; an explicit value always wins"},
     ORIG(0, "max_position_embeddings",
@@ -186,24 +190,24 @@ static const struct srv_param rt_yarn[] = {
          "max_position_embeddings)"),
     {.name = "beta_fast", .type = SRV_PT_NUM,
      .flags = SRV_PF_DEF | SRV_PF_MIN | SRV_PF_ZERO_DEF, .def = 32, .min = 0,
-     .off = RC(p.beta_fast),
+     .off = CFG(p.beta_fast),
      .desc = "rotations that bound the extrapolated band (null or 0: 32)"},
     {.name = "beta_slow", .type = SRV_PT_NUM,
      .flags = SRV_PF_DEF | SRV_PF_MIN | SRV_PF_ZERO_DEF, .def = 1, .min = 0,
-     .off = RC(p.beta_slow),
+     .off = CFG(p.beta_slow),
      .desc = "rotations that bound the interpolated band (null or 0: 1)"},
     {.name = "attention_factor", .type = SRV_PT_NUM,
-     .flags = SRV_PF_MIN_EXCL, .min = 0, .off = RC(p.attention_factor),
+     .flags = SRV_PF_MIN_EXCL, .min = 0, .off = CFG(p.attention_factor),
      .def_rule = "0.1*ln(factor) + 1, or mscale ratio (DeepSeek)",
      .desc = "multiplies cos and sin (reported as attention_scaling)"},
     {.name = "mscale", .type = SRV_PT_NUM, .flags = SRV_PF_MIN, .min = 0,
-     .off = RC(p.mscale),
+     .off = CFG(p.mscale),
      .desc = "DeepSeek form: with mscale_all_dim, attention factor = "
              "mscale(factor, mscale) / mscale(factor, mscale_all_dim)"},
     {.name = "mscale_all_dim", .type = SRV_PT_NUM, .flags = SRV_PF_MIN,
-     .min = 0, .off = RC(p.mscale_all_dim), .desc = "DeepSeek form"},
+     .min = 0, .off = CFG(p.mscale_all_dim), .desc = "DeepSeek form"},
     {.name = "truncate", .type = SRV_PT_BOOL, .flags = SRV_PF_DEF, .def = 1,
-     .off = RC(p.truncate),
+     .off = CFG(p.truncate),
      .desc = "round the correction range to whole dimensions (gpt-oss: "
              "false)"},
 };
@@ -212,43 +216,43 @@ static const struct srv_param rt_llama3[] = {
     ORIG(0, NULL, "pre-training context length (required)"),
     {.name = "low_freq_factor", .type = SRV_PT_NUM,
      .flags = SRV_PF_DEF | SRV_PF_MIN_EXCL, .def = 1, .min = 0,
-     .off = RC(p.low_freq_factor),
+     .off = CFG(p.low_freq_factor),
      .desc = "wavelengths above original/low_freq_factor are divided by "
              "factor"},
     {.name = "high_freq_factor", .type = SRV_PT_NUM,
      .flags = SRV_PF_DEF | SRV_PF_MIN_EXCL, .def = 4, .min = 0,
-     .off = RC(p.high_freq_factor),
+     .off = CFG(p.high_freq_factor),
      .desc = "wavelengths below original/high_freq_factor are kept; must "
              "exceed low_freq_factor"},
 };
 static const struct srv_param rt_longrope[] = {
     {.name = "short_factor", .type = SRV_PT_TENSOR,
-     .flags = SRV_PF_REQ | SRV_PF_F64, .off = RC(short_t),
+     .flags = SRV_PF_REQ | SRV_PF_F64, .off = CFG(short_t),
      .desc = "rotary_dim/2 positive divisors used while seq_len <= "
              "original_max_position_embeddings (read in double)"},
     {.name = "long_factor", .type = SRV_PT_TENSOR,
-     .flags = SRV_PF_REQ | SRV_PF_F64, .off = RC(long_t),
+     .flags = SRV_PF_REQ | SRV_PF_F64, .off = CFG(long_t),
      .desc = "rotary_dim/2 positive divisors used beyond it (read in "
              "double)"},
     {.name = "factor", .type = SRV_PT_NUM, .flags = SRV_PF_MIN_EXCL,
-     .min = 0, .off = RC(p.factor),
+     .min = 0, .off = CFG(p.factor),
      .def_rule = "max_position_embeddings / original_max_position_embeddings",
      .desc = "sets the default attention factor"},
     ORIG(0, "max_position_embeddings",
          "pre-training context length: the short/long switch"),
     {.name = "attention_factor", .type = SRV_PT_NUM,
-     .flags = SRV_PF_MIN_EXCL, .min = 0, .off = RC(p.attention_factor),
+     .flags = SRV_PF_MIN_EXCL, .min = 0, .off = CFG(p.attention_factor),
      .def_rule = "sqrt(1 + ln(factor)/ln(original_max_position_embeddings))",
      .desc = "multiplies cos and sin (1 when factor <= 1)"},
 };
 static const struct srv_param rt_xpos[] = {
     {.name = "scale_base", .type = SRV_PT_NUM,
      .flags = SRV_PF_DEF | SRV_PF_MIN_EXCL, .def = 512, .min = 0,
-     .off = RC(p.scale_base),
+     .off = CFG(p.scale_base),
      .desc = "q is scaled by zeta^(p/scale_base), k by zeta^(-p/scale_base)"},
     {.name = "gamma", .type = SRV_PT_NUM,
      .flags = SRV_PF_DEF | SRV_PF_MIN_EXCL, .def = 0.4, .min = 0,
-     .off = RC(p.gamma),
+     .off = CFG(p.gamma),
      .desc = "zeta_k = (2k + gamma*r) / ((1 + gamma)*r)"},
 };
 
@@ -380,7 +384,7 @@ int srv_rope_parse(const struct srv_pctx *pc, const json_t *obj,
       base.mrope_interleaved = 0;
       st = ab_rope_check(&base, &rd, NULL, NULL);
       if (st != AB_STATUS_OK)
-        return srv_lib_fail(err, st, pc->ptr, NULL);
+        return srv_fail_lib(err, st, pc->ptr, NULL);
       /* In double, as the library computes the frequencies from them: a
        * float32 rounding would move angles near position 4096 by ~2e-4. */
       if (srv_params_list(&sc, "short_factor", &cfg->short_t, rd / 2,
@@ -395,7 +399,7 @@ int srv_rope_parse(const struct srv_pctx *pc, const json_t *obj,
 
   st = ab_rope_check(&cfg->p, &cfg->rotary_dim, &cfg->n_freq, &cfg->n_axes);
   if (st != AB_STATUS_OK)
-    return srv_lib_fail(err, st, pc->ptr, NULL);
+    return srv_fail_lib(err, st, pc->ptr, NULL);
   return 0;
 }
 
@@ -520,7 +524,7 @@ static int seq_axis(const struct ab_tensor *t, int layout)
 static int apply_fail(struct srv_err *err, enum ab_status st,
                       const char *name)
 {
-  srv_lib_fail(err, st, "", NULL);
+  srv_fail_lib(err, st, "", NULL);
   if (strcmp(err->field, "/x") == 0)
     snprintf(err->field, sizeof err->field, "/%s", name);
   return -1;
@@ -642,7 +646,7 @@ int srv_h_rope(struct srv_call *c, struct srv_err *err)
       return -1;
     st = ab_rope_inv_freq(&rq->cfg.p, seq_len, inv, &scaling);
     if (st != AB_STATUS_OK)
-      return srv_lib_fail(err, st, "", NULL);
+      return srv_fail_lib(err, st, "", NULL);
     cs = srv_output_tensor(c, "cos", AB_DTYPE_F32, 2, shape, err);
     sn = cs ? srv_output_tensor(c, "sin", AB_DTYPE_F32, 2, shape, err) : NULL;
     if (!sn)
@@ -651,7 +655,7 @@ int srv_h_rope(struct srv_call *c, struct srv_err *err)
       return -1;
     st = ab_rope_table_job(&rq->cfg.p, seq_len, rq->pos, n, cs, sn, &job);
     if (st != AB_STATUS_OK)
-      return srv_lib_fail(err, st, "", NULL);
+      return srv_fail_lib(err, st, "", NULL);
     return srv_add_job(c, job, err);
   }
 

@@ -123,7 +123,7 @@ int srv_h_v2_model_ready(struct srv_call *c, struct srv_err *err)
 
   if (!m)
     return -1;
-  if (srv_http_draining()) {
+  if (srv_probe.draining && srv_probe.draining()) {
     srv_fail(err, 503, NULL, "the server is draining and accepts no work");
     err->retry_after = 1;
     return -1;

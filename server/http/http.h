@@ -1,135 +1,30 @@
 /* http.h: private to server/http/ (and main.c) -- what the MHD glue
- * (mhd.c), the call pipeline (call.c), the metrics (metrics.c) and the
- * health-check client (client.c) share beyond srv.h. */
+ * (mhd.c), the connection guard (guard.c), TLS, the Unix socket and the
+ * health-check client (client.c) share beyond srv.h, and the parts below
+ * them they drive: a call's pipeline and the metrics. */
 #ifndef SRV_HTTP_H
 #define SRV_HTTP_H
 
+#include "call/call.h"
+#include "metrics/metrics.h"
 #include "srv.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* Why a request was turned away or cut short (attnbias_rejected_total). */
-#define SRV_REJECT_MAP(X)                                                      \
-  X(QUEUE_FULL, "queue_full")                                                  \
-  X(BODY_TOO_LARGE, "body_too_large")                                          \
-  X(UNAUTHORIZED, "unauthorized")                                              \
-  X(DRAINING, "draining")                                                      \
-  X(BAD_FRAMING, "bad_framing")                                                \
-  X(OVER_BUDGET, "over_budget")                                                \
-  X(CLIENT_CLOSED, "client_closed")                                            \
-  X(CUT, "cut_at_drain_deadline")                                              \
-  X(SLOW_UPLOAD, "slow_upload")                                                \
-  X(HEADER_TIMEOUT, "header_timeout")                                          \
-  X(LINGER_TIME, "linger_time")                                                \
-  X(LINGER_BYTES, "linger_bytes")                                              \
-  X(LINGER_FULL, "linger_full")                                                \
-  X(PER_IP_LIMIT, "per_ip_limit")
-
-enum srv_reject {
-#define SRV_X_(name, label) SRV_REJECT_##name,
-  SRV_REJECT_MAP(SRV_X_)
-#undef SRV_X_
-  SRV_REJECT_COUNT_
-};
-
-/* ---- call.c: a call's pipeline, knows nothing about MHD ------------- */
-
-/* Zero c and set up its arena and buffers for `route`. */
-void srv_call_init(struct srv_call *c, const struct srv_route *route);
-/* Free everything c owns (jobs, params, buffers, arena); c->body is the
- * caller's. */
-void srv_call_release(struct srv_call *c);
-/* Make e the call's response: status and problem+json body. */
-void srv_call_fail(struct srv_call *c, const struct srv_err *e);
-/* Decode the body (c->body complete) and run the handler's prepare.
- * Returns 0 when the call is ready to run, -1 when its response (an error)
- * is ready in c. */
-int srv_call_prepare(struct srv_call *c);
-/* 1 when the prepared call's estimated flops and output bytes are small
- * enough that running it on the calling thread beats the pool hand-off. */
-int srv_call_is_tiny(const struct srv_call *c);
-/* Run the jobs here, then finish and encode: the response is ready. */
-void srv_call_run_inline(struct srv_call *c);
-/* Hand the prepared call to the pool.  Returns 0: done(c, arg) will run on
- * the loop thread once the response is ready in c; or -1: the pool refused
- * (shutting down) and the response (a 503) is ready now. */
-int srv_call_submit(struct srv_call *c,
-                    void (*done)(struct srv_call *c, void *arg), void *arg);
-
-/* Streaming: a prepared call whose response is binary (safetensors, .npy)
- * made only of float32 outputs that its one job writes in place, with no
- * finish step, is encoded before it runs, and its bytes go out as the
- * pieces finish: a byte is sent once every piece that writes at or below
- * it is done (ab_job_piece_first).  Returns 1: c->stream is set, the
- * response layout (c->resp_body, c->resp_seg, status 200) is final, and
- * the call is to be submitted with srv_call_submit, whose done still comes
- * last; 0: not a streaming call (c unchanged); -1: the response could not
- * be encoded and c holds the error to send instead of running.  wake(arg)
- * will be called from a pool thread when bytes a reader waits for are
- * ready (see srv_call_stream_read). */
-int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
-                          void *arg);
-/* Copy response bytes from `pos` (at most max) into buf.  Returns the
- * count (> 0); or 0 after calling suspend(arg) when none are ready yet
- * (wake follows when some are, never before suspend returned); or -1
- * when the pieces failed and the response cannot be completed. */
-long srv_call_stream_read(struct srv_call *c, uint64_t pos, char *buf,
-                          size_t max, void (*suspend)(void *arg),
-                          void *arg);
-/* The whole response's length. */
-uint64_t srv_call_stream_length(const struct srv_call *c);
-
-/* Computing while the body arrives.  c->body points at a buffer that will
- * hold all c->body_len bytes and never moves; c->body_avail (> 0) of them
- * are in, at least the whole safetensors header.  When the route allows it
- * (SRV_ROUTE_EARLY) and the call prepares without reading tensor data
- * and streams its answer (srv_call_stream_begin), it is submitted gated:
- * each piece runs once the bytes it reads are in (the caller reports them
- * with srv_work_gate_advance).  Returns 1 then -- done(c, arg) comes as
- * for srv_call_submit, and srv_call_early_end follows the body's end;
- * else 0 with c back as srv_call_init left it (the caller re-sets the
- * request fields and prepares at the body's end as usual, reporting any
- * error then). */
-int srv_call_start_early(struct srv_call *c, void (*wake)(void *arg),
-                         void *wake_arg,
-                         void (*done)(struct srv_call *c, void *arg),
-                         void *done_arg);
-/* The body of an early call is complete.  Returns 0: send the streamed
- * answer; 1: the job has already failed (cancelled: the drain deadline)
- * and c holds the error response to send instead, not streamed. */
-int srv_call_early_end(struct srv_call *c);
-
-/* ---- metrics.c: counters (all thread-safe, lock-free) ---------------- */
-
-/* One request answered in full: route index into srv_route_table (-1 for
- * requests that matched no route), status sent, wall time and body bytes
- * both ways.  A request whose answer was cut (client gone, drain deadline)
- * counts under srv_metrics_reject instead. */
-void srv_metrics_request(int route, int status, double seconds,
-                         uint64_t bytes_in, uint64_t bytes_out);
-/* Kernel thread-seconds spent for a route's call, once its pool work is
- * over (for a streamed call that may be after its request completed). */
-void srv_metrics_kernel(int route, double kernel_seconds);
-void srv_metrics_reject(enum srv_reject why);
-
-/* ---- mhd.c: gauges read by the metrics ------------------------------- */
+/* ---- mhd.c: gauges ---------------------------------------------------- */
 int srv_http_inflight(void);    /* requests begun and not yet completed */
 /* Connections whose request the drain waits for though it has not begun
  * (see srv_guard_awaited). */
 int srv_http_awaited(void);
 int srv_http_queue_depth(void); /* admitted and not finished */
-/* Open connections (accepted, not closed) by what they are doing. */
-enum srv_conn_state {
-  SRV_CONN_HEADERS, /* a request's headers are coming (a new connection:
-                     * its first request) */
-  SRV_CONN_IDLE,    /* kept alive after an answer, nothing sent since */
-  SRV_CONN_BODY,    /* a request's body is coming */
-  SRV_CONN_BUSY,    /* a request is computed or answered */
-  SRV_CONN_STATES_
-};
+/* Open connections (accepted, not closed) by what they are doing (enum
+ * srv_conn_state, metrics/metrics.h). */
 void srv_http_connections(int n[SRV_CONN_STATES_]);
 int srv_http_lingering(void);   /* answered, their refused body drained */
+/* The metrics with this server's gauges (GET /metrics, through
+ * srv_probe). */
+int srv_http_metrics(struct srv_buf *out);
 
 /* ---- guard.c: deadlines and lingering close ---------------------------
  * One record per libmicrohttpd connection, from its notify-connection

@@ -106,6 +106,16 @@ int srv_http_queue_depth(void) { return atomic_load(&g_queue); }
 void srv_http_connections(int n[SRV_CONN_STATES_]) { srv_guard_states(n); }
 int srv_http_lingering(void) { return srv_guard_lingering(); }
 int srv_http_draining(void) { return atomic_load(&g_draining); }
+
+int srv_http_metrics(struct srv_buf *out)
+{
+  struct srv_gauges g = {srv_http_inflight(), srv_http_queue_depth(),
+                         srv_http_lingering(), {0}};
+
+  srv_http_connections(g.conns);
+  return srv_metrics_render(out, &g);
+}
+
 int srv_http_port(void) { return g_port; }
 
 /* ---------------------------------------------------------------------
@@ -250,7 +260,8 @@ static void read_call_headers(struct srv_call *c, struct MHD_Connection *conn)
   c->infer_header = MHD_lookup_connection_value(
       conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
   c->strict = 0;
-  MHD_get_connection_values(conn, MHD_HEADER_KIND, prefer_field, &c->strict);
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, prefer_field,
+                            &c->strict);
 }
 
 /* The headers every response of a call carries beside its body. */
@@ -840,35 +851,23 @@ static enum MHD_Result stream_call(struct srv_req *rq,
   return stream_queue(rq, conn, r);
 }
 
-static uint64_t rd_le64(const char *p)
-{
-  uint64_t v = 0;
-  int i;
-
-  for (i = 7; i >= 0; i--)
-    v = v << 8 | (unsigned char)p[i];
-  return v;
-}
-
 /* A body chunk arrived: once the safetensors header of a large body is
  * in, try to start its call while the rest arrives (EARLY_MIN_BYTES). */
 static void try_early(struct srv_req *rq, struct MHD_Connection *conn)
 {
   struct srv_call *c = &rq->call;
-  uint64_t hlen;
+  int64_t head;
 
   if (!(c->route->flags & SRV_ROUTE_EARLY) || rq->length < EARLY_MIN_BYTES) {
     rq->early_run = -1;
     return;
   }
-  if (rq->body.len < 8)
-    return;
-  hlen = rd_le64(rq->body.data);
-  if (hlen > rq->length - 8) {
+  head = srv_codec_st_head(rq->body.data, rq->body.len, rq->length);
+  if (head < 0) {
     rq->early_run = -1; /* not safetensors, or not valid: the end will tell */
     return;
   }
-  if (rq->body.len - 8 < hlen)
+  if (head == 0 || rq->body.len < (uint64_t)head)
     return;
   rq->early_run = -1;
   read_call_headers(c, conn);

@@ -70,16 +70,24 @@ void srv_err_slug(struct srv_err *e, const char *slug, const char *title)
     srv_strcpy(e->title, sizeof e->title, title);
 }
 
-int srv_fail_lib(struct srv_err *e, enum ab_status st, const char *prefix)
+int srv_fail_lib(struct srv_err *e, enum ab_status st, const char *prefix,
+                 const char *strip)
 {
   const struct ab_error *le = ab_last_error();
   /* The recorded error belongs to this call only when the statuses agree;
    * otherwise it is stale and only the status can be reported. */
   int fresh = le && le->status == st && st != AB_STATUS_OK;
   const char *arg = fresh ? le->arg : "";
+  size_t sl = strip ? strlen(strip) : 0;
   char field[sizeof e->field];
   size_t n = 0, i;
   int http;
+
+  /* The library names arguments as the attention request does
+   * ("bias.table"); below the object `prefix` points at, its own name
+   * goes. */
+  if (sl && strncmp(arg, strip, sl) == 0 && (arg[sl] == '.' || !arg[sl]))
+    arg += sl + (arg[sl] ? 1 : 0);
 
   switch (st) {
   case AB_STATUS_OVERFLOW:

@@ -5,7 +5,7 @@
  * default 256 MiB cap would need ~15 GiB, and two of them at once (two HTTP
  * threads) get the process killed by the kernel.  The budget turns that
  * into a refused allocation, which jansson reports as a parse error and
- * http/call.c as a 413.
+ * call/call.c as a 413.
  *
  * The budget is thread-local: decoding happens on the HTTP thread that
  * received the body, with nothing else using jansson on that thread in

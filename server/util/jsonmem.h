@@ -1,6 +1,6 @@
 /* jsonmem.h: jansson's allocator with a per-thread budget, so that parsing
  * one request text cannot take more than a bounded amount of memory (main.c
- * installs it; http/call.c opens a budget around decoding a body). */
+ * installs it; call/call.c opens a budget around decoding a body). */
 #ifndef SRV_JSONMEM_H
 #define SRV_JSONMEM_H
 

@@ -122,7 +122,7 @@ static void fail_task(struct task *t, int http, enum ab_status st,
   if (msg)
     srv_fail(&t->err, http, NULL, "%s", msg);
   else
-    srv_fail_lib(&t->err, st, ""); /* reads this thread's ab_last_error */
+    srv_fail_lib(&t->err, st, "", NULL); /* reads this thread's ab_last_error */
 }
 
 /* ---- gated calls ----
@@ -644,7 +644,7 @@ int srv_work_run_inline(struct srv_call *c, struct srv_err *err)
     for (i = 0; i < pieces; i++) {
       enum ab_status st = ab_job_run(job, i, scratch);
       if (st != AB_STATUS_OK) {
-        rc = srv_fail_lib(err, st, "");
+        rc = srv_fail_lib(err, st, "", NULL);
         break;
       }
     }

@@ -1,6 +1,6 @@
 /* fuzz-routes.c: the helpers of fuzz.h that reach the handlers -- the body
  * routes taken from routes.def (so their flags are the server's) and a
- * call prepared and run the way http/call.c does it, without the pool. */
+ * call prepared and run the way call/call.c does it, without the pool. */
 #include "fuzz.h"
 
 #include <string.h>
@@ -13,7 +13,7 @@ static const struct srv_route g_routes[] = {
 #define SRV_ROUTE(method, path, name, prepare, finish, flags)                  \
   {#method, path, #name, ((flags) & SRV_ROUTE_BODY) ? prepare : NULL,          \
    ((flags) & SRV_ROUTE_BODY) ? finish : NULL, flags},
-#include "route/routes.def"
+#include "routes.def"
 #undef SRV_ROUTE
 };
 
@@ -82,7 +82,7 @@ int fuzz_call_run(struct srv_call *c, struct srv_err *err)
                "job %d of an accepted request failed: %s", j,
                ab_last_error()->msg);
     if (st != AB_STATUS_OK)
-      return srv_fail_lib(err, st, "");
+      return srv_fail_lib(err, st, "", NULL);
   }
   if (c->route->finish && c->route->finish(c, err) != 0)
     return -1;

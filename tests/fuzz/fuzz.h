@@ -53,7 +53,7 @@ const struct srv_route *fuzz_route_at(unsigned i);
 #define FUZZ_BUDGET_GFLOP 1e-4
 void fuzz_budgets(void);
 
-/* Decode the body and prepare the call as http/call.c does it: the codec,
+/* Decode the body and prepare the call as call/call.c does it: the codec,
  * the model config step (srv_config_apply: "model", "config", "layer" and
  * Hugging Face names), the route's prepare, an error in a field the config
  * filled in renamed after its key.  Returns 0, or -1 with err set. */

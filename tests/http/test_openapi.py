@@ -8,7 +8,7 @@ response carrying its headers: Allow on 405, Retry-After on 503,
 WWW-Authenticate on 401); the licence is the repository's; every example --
 request, answer, error, header, schema default -- validates against its
 schema (python3-jsonschema, draft 2020-12).  The (method, path) set equals
-server/route/routes.def, and the routes that need no key are the PUBLIC
+server/routes.def, and the routes that need no key are the PUBLIC
 ones.
 
 Live checks: every route answers (no 404); every JSON answer (the GET
@@ -39,7 +39,7 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SPEC_PATH = os.path.join(ROOT, "api", "openapi.yaml")
-ROUTES_DEF = os.path.join(ROOT, "server", "route", "routes.def")
+ROUTES_DEF = os.path.join(ROOT, "server", "routes.def")
 
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 ERROR_STATUSES = {"400": "BadRequest", "401": "Unauthorized", "404": "NotFound",

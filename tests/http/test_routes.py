@@ -19,6 +19,7 @@ import json
 import math
 import struct
 import zlib
+from typing import NamedTuple
 
 import numpy as np
 
@@ -194,6 +195,34 @@ def bad(reply, field, status=400, what=""):
         what, reply.problem.get("field"), field, reply.problem.get("detail"))
     assert reply.problem.get("detail"), what
     assert reply.problem.get("error") == reply.problem.get("detail"), what
+
+
+class Err(NamedTuple):
+    """One error case: its name, the request (params, and tensors by dotted
+    name), the JSON pointer the problem must name, and the status."""
+    id: str
+    params: dict
+    tensors: dict
+    field: str
+    status: int = 400
+
+
+def check_errors(server, route, cases, transports=("nested",)):
+    """Send every case (in each transport) and fail naming every case that
+    was not answered with its status and field -- all of them, not only the
+    first."""
+    ids = [c.id for c in cases]
+    assert len(set(ids)) == len(ids), "duplicate case ids"
+    failed = []
+    for c in cases:
+        for tr in transports:
+            try:
+                bad(call(server, route, c.params, c.tensors, tr), c.field,
+                    c.status, what=c.params)
+            except AssertionError as e:
+                failed.append("%s %s [%s]: %s" % (route, c.id, tr, e))
+    assert not failed, "%d of %d cases failed:\n%s" % (
+        len(failed), len(cases) * len(transports), "\n".join(failed))
 
 
 def close(got, want, rtol=RTOL, atol=ATOL, what=""):
@@ -581,31 +610,30 @@ def test_encodings_worked_examples(server):
 def test_encodings_errors(server):
     t = np.zeros((5, 4), np.float32)
     cases = [
-        ({"positions": 4, "dim": 8}, {}, "/method"),
-        ({"method": "fourier", "positions": 4, "dim": 8}, {}, "/method"),
-        ({"method": "sinusoidal", "positions": 4}, {}, "/dim"),
-        ({"method": "sinusoidal", "positions": 4, "dim": 7}, {}, "/dim"),
-        ({"method": "sinusoidal", "positions": 4, "dim": 3, "layout": "tensor2tensor"}, {}, "/dim"),
-        ({"method": "sinusoidal", "positions": 4, "dim": 4, "layout": "zigzag"}, {}, "/layout"),
-        ({"method": "sinusoidal", "positions": 4, "dim": 4, "base": 0}, {}, "/base"),
-        ({"method": "sinusoidal", "positions": 0, "dim": 4}, {}, "/positions"),
-        ({"method": "sinusoidal", "positions": [], "dim": 4}, {}, "/positions"),
-        ({"method": "sinusoidal", "positions": [1, "x"], "dim": 4}, {}, "/positions/1"),
-        ({"method": "sinusoidal", "positions": "all", "dim": 4}, {}, "/positions"),
-        ({"method": "sinusoidal", "dim": 4}, {}, "/positions"),
-        ({"method": "integer", "positions": 3, "dim": 2, "normalize": 0}, {}, "/normalize"),
-        ({"method": "binary", "positions": [1, -2], "dim": 4}, {}, "/positions/1"),
-        ({"method": "binary", "positions": [1, 2.5], "dim": 4}, {}, "/positions/1"),
-        ({"method": "learned", "positions": [0, 3, 4]}, {"table": t[:4]}, "/positions/2"),
-        ({"method": "learned", "positions": [0, 2], "offset": 3}, {"table": t}, "/positions/1"),
-        ({"method": "learned", "positions": [0]}, {}, "/table"),
-        ({"method": "learned", "positions": [0]}, {"table": t[0]}, "/table"),
-        ({"method": "learned", "positions": [0], "dim": 3}, {"table": t}, "/dim"),
-        ({"method": "sinusoidal", "positions": 3, "dim": 4}, {"x": np.zeros((3, 5))}, "/x"),
-        ({"method": "sinusoidal", "positions": 3, "dim": 4}, {"x": np.zeros((4, 4))}, "/x"),
+        Err("method-missing", {"positions": 4, "dim": 8}, {}, "/method"),
+        Err("method-unknown", {"method": "fourier", "positions": 4, "dim": 8}, {}, "/method"),
+        Err("sinusoidal-dim-missing", {"method": "sinusoidal", "positions": 4}, {}, "/dim"),
+        Err("sinusoidal-dim-odd", {"method": "sinusoidal", "positions": 4, "dim": 7}, {}, "/dim"),
+        Err("tensor2tensor-dim-too-small", {"method": "sinusoidal", "positions": 4, "dim": 3, "layout": "tensor2tensor"}, {}, "/dim"),
+        Err("layout-unknown", {"method": "sinusoidal", "positions": 4, "dim": 4, "layout": "zigzag"}, {}, "/layout"),
+        Err("base-zero", {"method": "sinusoidal", "positions": 4, "dim": 4, "base": 0}, {}, "/base"),
+        Err("positions-count-zero", {"method": "sinusoidal", "positions": 0, "dim": 4}, {}, "/positions"),
+        Err("positions-empty-list", {"method": "sinusoidal", "positions": [], "dim": 4}, {}, "/positions"),
+        Err("positions-string-element", {"method": "sinusoidal", "positions": [1, "x"], "dim": 4}, {}, "/positions/1"),
+        Err("positions-string", {"method": "sinusoidal", "positions": "all", "dim": 4}, {}, "/positions"),
+        Err("positions-missing", {"method": "sinusoidal", "dim": 4}, {}, "/positions"),
+        Err("integer-normalize-zero", {"method": "integer", "positions": 3, "dim": 2, "normalize": 0}, {}, "/normalize"),
+        Err("binary-negative-position", {"method": "binary", "positions": [1, -2], "dim": 4}, {}, "/positions/1"),
+        Err("binary-fractional-position", {"method": "binary", "positions": [1, 2.5], "dim": 4}, {}, "/positions/1"),
+        Err("learned-position-past-table", {"method": "learned", "positions": [0, 3, 4]}, {"table": t[:4]}, "/positions/2"),
+        Err("learned-offset-past-table", {"method": "learned", "positions": [0, 2], "offset": 3}, {"table": t}, "/positions/1"),
+        Err("learned-table-missing", {"method": "learned", "positions": [0]}, {}, "/table"),
+        Err("learned-table-rank-1", {"method": "learned", "positions": [0]}, {"table": t[0]}, "/table"),
+        Err("learned-dim-disagrees-with-table", {"method": "learned", "positions": [0], "dim": 3}, {"table": t}, "/dim"),
+        Err("x-width-disagrees-with-dim", {"method": "sinusoidal", "positions": 3, "dim": 4}, {"x": np.zeros((3, 5))}, "/x"),
+        Err("x-rows-disagree-with-positions", {"method": "sinusoidal", "positions": 3, "dim": 4}, {"x": np.zeros((4, 4))}, "/x"),
     ]
-    for params, tensors, field in cases:
-        bad(call(server, "/v1/encodings", params, tensors), field, what=str(params))
+    check_errors(server, "/v1/encodings", cases)
 
 
 # ===========================================================================
@@ -909,62 +937,61 @@ def test_rope_worked_examples(server):
 def test_rope_errors(server):
     q = np.zeros((4, 8), np.float32)
     cases = [
-        ({"positions": 3}, {}, "/head_dim"),
-        ({"head_dim": 1, "positions": 3}, {}, "/head_dim"),
-        ({"head_dim": 8}, {}, "/positions"),
-        ({"head_dim": 8, "positions": [0.5]}, {}, "/positions/0"),
-        ({"head_dim": 8, "positions": [[0, 1], [2, 3]]}, {}, "/positions"),
-        ({"head_dim": 8, "rotary_dim": 5, "positions": 2}, {}, "/rotary_dim"),
-        ({"head_dim": 8, "rotary_dim": 10, "positions": 2}, {}, "/rotary_dim"),
-        ({"head_dim": 8, "rotary_dim": 4, "partial_rotary_factor": 1.0, "positions": 2}, {}, "/rotary_dim"),
-        ({"head_dim": 8, "partial_rotary_factor": 1.5, "positions": 2}, {}, "/partial_rotary_factor"),
-        ({"head_dim": 8, "rope_theta": -1, "positions": 2}, {}, "/rope_theta"),
+        Err("head-dim-missing", {"positions": 3}, {}, "/head_dim"),
+        Err("head-dim-1", {"head_dim": 1, "positions": 3}, {}, "/head_dim"),
+        Err("positions-missing", {"head_dim": 8}, {}, "/positions"),
+        Err("position-fractional", {"head_dim": 8, "positions": [0.5]}, {}, "/positions/0"),
+        Err("positions-2d-without-mrope", {"head_dim": 8, "positions": [[0, 1], [2, 3]]}, {}, "/positions"),
+        Err("rotary-dim-odd", {"head_dim": 8, "rotary_dim": 5, "positions": 2}, {}, "/rotary_dim"),
+        Err("rotary-dim-past-head-dim", {"head_dim": 8, "rotary_dim": 10, "positions": 2}, {}, "/rotary_dim"),
+        Err("rotary-dim-and-partial-factor", {"head_dim": 8, "rotary_dim": 4, "partial_rotary_factor": 1.0, "positions": 2}, {}, "/rotary_dim"),
+        Err("partial-factor-over-1", {"head_dim": 8, "partial_rotary_factor": 1.5, "positions": 2}, {}, "/partial_rotary_factor"),
+        Err("theta-negative", {"head_dim": 8, "rope_theta": -1, "positions": 2}, {}, "/rope_theta"),
         # frequencies past float32: NaN angles otherwise
-        ({"head_dim": 8, "rope_theta": 1e-300, "positions": 2}, {}, "/rope_theta"),
-        ({"head_dim": 8, "interleaved": "yes", "positions": 2}, {}, "/interleaved"),
-        ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "warp"}}, {}, "/rope_scaling/rope_type"),
-        ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "linear", "type": "yarn",
+        Err("theta-tiny", {"head_dim": 8, "rope_theta": 1e-300, "positions": 2}, {}, "/rope_theta"),
+        Err("interleaved-string", {"head_dim": 8, "interleaved": "yes", "positions": 2}, {}, "/interleaved"),
+        Err("rope-type-unknown", {"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "warp"}}, {}, "/rope_scaling/rope_type"),
+        Err("rope-type-and-type-disagree", {"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "linear", "type": "yarn",
                                                           "factor": 2}}, {}, "/rope_scaling/type"),
-        ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "linear"}}, {}, "/rope_scaling/factor"),
-        ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "linear", "factor": 0}}, {},
+        Err("linear-factor-missing", {"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "linear"}}, {}, "/rope_scaling/factor"),
+        Err("linear-factor-zero", {"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "linear", "factor": 0}}, {},
          "/rope_scaling/factor"),
-        ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "yarn", "factor": 2}}, {},
+        Err("yarn-original-max-missing", {"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "yarn", "factor": 2}}, {},
          "/rope_scaling/original_max_position_embeddings"),
-        ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "llama3", "factor": 8,
+        Err("llama3-low-over-high", {"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "llama3", "factor": 8,
                                                           "original_max_position_embeddings": 64,
                                                           "low_freq_factor": 4, "high_freq_factor": 1}}, {},
          "/rope_scaling/high_freq_factor"),
-        ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "longrope", "short_factor": [1, 1],
+        Err("longrope-short-factor-length", {"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "longrope", "short_factor": [1, 1],
                                                           "long_factor": [1, 1, 1, 1],
                                                           "original_max_position_embeddings": 64}}, {},
          "/rope_scaling/short_factor"),
-        ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "longrope", "short_factor": [1, 1, 1, 1],
+        Err("longrope-long-factor-negative", {"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "longrope", "short_factor": [1, 1, 1, 1],
                                                           "long_factor": [1, 1, -1, 1], "factor": 2,
                                                           "original_max_position_embeddings": 64}}, {},
          "/rope_scaling/long_factor/2"),
-        ({"head_dim": 8, "positions": 2, "max_position_embeddings": 64, "original_max_position_embeddings": 16,
+        Err("yarn-original-max-disagrees", {"head_dim": 8, "positions": 2, "max_position_embeddings": 64, "original_max_position_embeddings": 16,
           "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 32}}, {},
          "/rope_scaling/original_max_position_embeddings"),
-        ({"head_dim": 8, "positions": [[1], [2], [3]], "rope_scaling": {"mrope_section": [1, 1, 1]}}, {},
+        Err("mrope-section-sum", {"head_dim": 8, "positions": [[1], [2], [3]], "rope_scaling": {"mrope_section": [1, 1, 1]}}, {},
          "/rope_scaling/mrope_section"),
-        ({"head_dim": 8, "positions": [[1], [2]], "rope_scaling": {"mrope_section": [1, 1, 2]}}, {},
+        Err("mrope-positions-axes", {"head_dim": 8, "positions": [[1], [2]], "rope_scaling": {"mrope_section": [1, 1, 2]}}, {},
          "/positions"),
-        ({"head_dim": 8, "positions": [[1], [2], [3]], "rope_scaling": {"mrope_section": [1, -1, 4]}}, {},
+        Err("mrope-section-negative", {"head_dim": 8, "positions": [[1], [2], [3]], "rope_scaling": {"mrope_section": [1, -1, 4]}}, {},
          "/rope_scaling/mrope_section/1"),
-        ({"head_dim": 8, "positions": [1, 2], "rope_scaling": {"rope_type": "vision2d"}}, {}, "/positions"),
-        ({"head_dim": 8, "positions": [[1, 2], [3]], "rope_scaling": {"rope_type": "vision2d"}}, {},
+        Err("vision2d-positions-1d", {"head_dim": 8, "positions": [1, 2], "rope_scaling": {"rope_type": "vision2d"}}, {}, "/positions"),
+        Err("vision2d-positions-ragged", {"head_dim": 8, "positions": [[1, 2], [3]], "rope_scaling": {"rope_type": "vision2d"}}, {},
          "/positions/1"),
-        ({"head_dim": 6, "positions": 4}, {"q": q}, "/head_dim"),
-        ({"positions": 5}, {"q": q}, "/positions"),
-        ({"positions": 4}, {"q": q, "k": np.zeros((3, 8), np.float32)}, "/k"),
-        ({"positions": 4, "layout": "hsbd"}, {"q": q}, "/layout"),
-        ({"positions": 4}, {"q": np.zeros(8, np.float32)}, "/q"),
-        ({"head_dim": 8, "positions": 2, "rope_scaling": 3}, {}, "/rope_scaling"),
-        ({"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "xpos", "gamma": 0}}, {"q": q[:2]},
+        Err("apply-head-dim-disagrees-with-q", {"head_dim": 6, "positions": 4}, {"q": q}, "/head_dim"),
+        Err("apply-positions-disagree-with-q", {"positions": 5}, {"q": q}, "/positions"),
+        Err("apply-k-rows-disagree", {"positions": 4}, {"q": q, "k": np.zeros((3, 8), np.float32)}, "/k"),
+        Err("apply-layout-unknown", {"positions": 4, "layout": "hsbd"}, {"q": q}, "/layout"),
+        Err("apply-q-rank-1", {"positions": 4}, {"q": np.zeros(8, np.float32)}, "/q"),
+        Err("rope-scaling-number", {"head_dim": 8, "positions": 2, "rope_scaling": 3}, {}, "/rope_scaling"),
+        Err("xpos-gamma-zero", {"head_dim": 8, "positions": 2, "rope_scaling": {"rope_type": "xpos", "gamma": 0}}, {"q": q[:2]},
          "/rope_scaling/gamma"),
     ]
-    for params, tensors, field in cases:
-        bad(call(server, "/v1/rope", params, tensors), field, what=str(params))
+    check_errors(server, "/v1/rope", cases)
     # The detail shows the value as it was sent.
     for pos, shown in ((0.5, "is 0.5"), (1e300, "is 1e300"), ("x", 'is "x"'), (None, "is null")):
         r = call(server, "/v1/rope", {"head_dim": 8, "positions": [0, pos]})
@@ -1274,54 +1301,52 @@ def test_bias_errors(server):
     t = np.zeros((32, 2), np.float32)
     base = {"num_heads": 2, "q_len": 3}
     cases = [
-        ({"num_heads": 2, "q_len": 3}, {}, "/method"),
-        ({"method": "rope", "num_heads": 2, "q_len": 3}, {}, "/method"),
-        ({"method": "alibi", "q_len": 3}, {}, "/num_heads"),
-        ({"method": "alibi", "num_heads": 0, "q_len": 3}, {}, "/num_heads"),
-        ({"method": "alibi", "num_heads": 2}, {}, "/q_len"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "k_len": 0}, {}, "/k_len"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "q_offset": 0.5}, {}, "/q_offset"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "causal": "no"}, {}, "/causal"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "max_bias": -1}, {}, "/max_bias"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3}, {"slopes": np.ones(3, np.float32)}, "/slopes"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "return": ["buckets"]}, {}, "/return"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "return": ["bias", "scores"]}, {}, "/return/1"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "return": []}, {}, "/return"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "window": [1]}, {}, "/window"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "window": [1, -2]}, {}, "/window/1"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "window": [1, 0], "sliding_window": 2}, {},
+        Err("method-missing", {"num_heads": 2, "q_len": 3}, {}, "/method"),
+        Err("method-unknown", {"method": "rope", "num_heads": 2, "q_len": 3}, {}, "/method"),
+        Err("alibi-num-heads-missing", {"method": "alibi", "q_len": 3}, {}, "/num_heads"),
+        Err("alibi-num-heads-zero", {"method": "alibi", "num_heads": 0, "q_len": 3}, {}, "/num_heads"),
+        Err("alibi-q-len-missing", {"method": "alibi", "num_heads": 2}, {}, "/q_len"),
+        Err("alibi-k-len-zero", {"method": "alibi", "num_heads": 2, "q_len": 3, "k_len": 0}, {}, "/k_len"),
+        Err("alibi-q-offset-fractional", {"method": "alibi", "num_heads": 2, "q_len": 3, "q_offset": 0.5}, {}, "/q_offset"),
+        Err("alibi-causal-string", {"method": "alibi", "num_heads": 2, "q_len": 3, "causal": "no"}, {}, "/causal"),
+        Err("alibi-max-bias-negative", {"method": "alibi", "num_heads": 2, "q_len": 3, "max_bias": -1}, {}, "/max_bias"),
+        Err("alibi-slopes-count", {"method": "alibi", "num_heads": 2, "q_len": 3}, {"slopes": np.ones(3, np.float32)}, "/slopes"),
+        Err("alibi-return-buckets", {"method": "alibi", "num_heads": 2, "q_len": 3, "return": ["buckets"]}, {}, "/return"),
+        Err("return-unknown-entry", {"method": "alibi", "num_heads": 2, "q_len": 3, "return": ["bias", "scores"]}, {}, "/return/1"),
+        Err("return-empty", {"method": "alibi", "num_heads": 2, "q_len": 3, "return": []}, {}, "/return"),
+        Err("window-one-entry", {"method": "alibi", "num_heads": 2, "q_len": 3, "window": [1]}, {}, "/window"),
+        Err("window-negative", {"method": "alibi", "num_heads": 2, "q_len": 3, "window": [1, -2]}, {}, "/window/1"),
+        Err("window-and-sliding-window", {"method": "alibi", "num_heads": 2, "q_len": 3, "window": [1, 0], "sliding_window": 2}, {},
          "/sliding_window"),
-        ({"method": "alibi", "num_heads": 2, "q_len": 3, "sliding_window": 0}, {}, "/sliding_window"),
-        ({"method": "t5", "num_heads": 2, "q_len": 3}, {}, "/table"),
-        ({"method": "t5", "num_heads": 3, "q_len": 3}, {"table": t}, "/table"),
-        ({"method": "t5", "num_heads": 2, "q_len": 3, "relative_attention_max_distance": 8}, {"table": t},
+        Err("sliding-window-zero", {"method": "alibi", "num_heads": 2, "q_len": 3, "sliding_window": 0}, {}, "/sliding_window"),
+        Err("t5-table-missing", {"method": "t5", "num_heads": 2, "q_len": 3}, {}, "/table"),
+        Err("t5-table-heads-disagree", {"method": "t5", "num_heads": 3, "q_len": 3}, {"table": t}, "/table"),
+        Err("t5-max-distance", {"method": "t5", "num_heads": 2, "q_len": 3, "relative_attention_max_distance": 8}, {"table": t},
          "/relative_attention_max_distance"),
-        ({"method": "t5", "num_heads": 2, "q_len": 3, "relative_attention_num_buckets": 16}, {"table": t},
+        Err("t5-num-buckets-disagree", {"method": "t5", "num_heads": 2, "q_len": 3, "relative_attention_num_buckets": 16}, {"table": t},
          "/relative_attention_num_buckets"),
-        ({"method": "fire", "num_heads": 2, "q_len": 3, "L": 4, "layers": [{}]},
+        Err("fire-c-missing", {"method": "fire", "num_heads": 2, "q_len": 3, "L": 4, "layers": [{}]},
          {"layers.0.weight": np.ones((2, 1), np.float32)}, "/c"),
-        ({"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4}, {}, "/layers"),
-        ({"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4, "layers": [{}]},
+        Err("fire-layers-missing", {"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4}, {}, "/layers"),
+        Err("fire-weight-shape", {"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4, "layers": [{}]},
          {"layers.0.weight": np.ones((2, 3), np.float32)}, "/layers/0/weight"),
-        ({"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4, "layers": [{}]},
+        Err("fire-weight-missing", {"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4, "layers": [{}]},
          {"layers.0.bias": np.ones(2, np.float32)}, "/layers/0/weight"),
-        ({"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4, "layers": [{}]},
+        Err("fire-weight-rows", {"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4, "layers": [{}]},
          {"layers.0.weight": np.ones((3, 1), np.float32)}, "/layers/0/weight"),
-        ({"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4, "layers": [3]}, {}, "/layers/0"),
-        ({"method": "fire", "num_heads": 2, "q_len": 3, "c": 1e308, "L": 4, "layers": [{}]},
+        Err("fire-layer-not-object", {"method": "fire", "num_heads": 2, "q_len": 3, "c": 0.1, "L": 4, "layers": [3]}, {}, "/layers/0"),
+        Err("fire-c-too-large", {"method": "fire", "num_heads": 2, "q_len": 3, "c": 1e308, "L": 4, "layers": [{}]},
          {"layers.0.weight": np.ones((2, 1), np.float32)}, "/c"),
-        ({"method": "kerple", "num_heads": 2, "q_len": 3}, {"r1": np.ones(2, np.float32)}, "/r2"),
-        ({"method": "kerple", "num_heads": 2, "q_len": 3},
+        Err("kerple-r2-missing", {"method": "kerple", "num_heads": 2, "q_len": 3}, {"r1": np.ones(2, np.float32)}, "/r2"),
+        Err("kerple-r2-negative", {"method": "kerple", "num_heads": 2, "q_len": 3},
          {"r1": np.ones(2, np.float32), "r2": np.array([1, -1], np.float32)}, "/r2/1"),
-        ({"method": "kerple", "num_heads": 2, "q_len": 3, "variant": "power"},
+        Err("kerple-power-r2-over-2", {"method": "kerple", "num_heads": 2, "q_len": 3, "variant": "power"},
          {"r1": np.ones(2, np.float32), "r2": np.array([1, 3], np.float32)}, "/r2/1"),
-        ({"method": "kerple", "num_heads": 2, "q_len": 3, "variant": "exp"},
+        Err("kerple-variant-unknown", {"method": "kerple", "num_heads": 2, "q_len": 3, "variant": "exp"},
          {"r1": np.ones(2, np.float32), "r2": np.ones(2, np.float32)}, "/variant"),
     ]
     del base
-    for params, tensors, field in cases:
-        for tr in ("nested", "safetensors"):
-            bad(call(server, "/v1/bias", params, tensors, tr), field, what="%s %s" % (tr, params))
+    check_errors(server, "/v1/bias", cases, transports=("nested", "safetensors"))
 
 
 def test_bias_parameter_lists_stay_double(server):
@@ -1626,51 +1651,50 @@ def test_attention_errors(server):
     q, k, v = _qkv(13, B=2, Hq=4, Hkv=2, Nq=3, Nk=5, D=8, Dv=6)
     T = {"q": q, "k": k, "v": v}
     cases = [
-        ({}, {"k": k, "v": v}, "/q"),
-        ({}, {"q": q, "v": v}, "/k"),
-        ({}, {"q": q, "k": k}, "/v"),
-        ({}, dict(T, k=k[:, :, :, :4]), "/k"),
-        ({}, dict(T, v=v[:, :, :4]), "/v"),
-        ({}, dict(T, k=np.concatenate([k, k[:, :1]], 1), v=np.concatenate([v, v[:, :1]], 1)), "/k"),
-        ({}, dict(T, q=q[0]), "/k"),
-        ({"layout": "sbhd"}, T, "/layout"),
-        ({"scale": "big"}, T, "/scale"),
-        ({"softcap": -1}, T, "/softcap"),
+        Err("q-missing", {}, {"k": k, "v": v}, "/q"),
+        Err("k-missing", {}, {"q": q, "v": v}, "/k"),
+        Err("v-missing", {}, {"q": q, "k": k}, "/v"),
+        Err("k-head-dim-disagrees", {}, dict(T, k=k[:, :, :, :4]), "/k"),
+        Err("v-keys-disagree", {}, dict(T, v=v[:, :, :4]), "/v"),
+        Err("kv-heads-not-dividing", {}, dict(T, k=np.concatenate([k, k[:, :1]], 1), v=np.concatenate([v, v[:, :1]], 1)), "/k"),
+        Err("q-rank-disagrees", {}, dict(T, q=q[0]), "/k"),
+        Err("layout-unknown", {"layout": "sbhd"}, T, "/layout"),
+        Err("scale-string", {"scale": "big"}, T, "/scale"),
+        Err("softcap-negative", {"softcap": -1}, T, "/softcap"),
         # finite doubles out of float32's range (the scores would be NaN)
-        ({"softcap": 1e-320}, T, "/softcap"),
-        ({"scale": 1e308}, T, "/scale"),
-        ({"causal": 1}, T, "/causal"),
-        ({"q_offset": "end"}, T, "/q_offset"),
-        ({"window": [1, 0], "sliding_window": 2}, T, "/sliding_window"),
-        ({"window": [1, 0, 3]}, T, "/window"),
-        ({"window": [-2, 0]}, T, "/window/0"),
-        ({"kv_lens": [5]}, T, "/kv_lens"),
-        ({"kv_lens": [5, 6]}, T, "/kv_lens/1"),
-        ({"kv_lens": [-1, 2]}, T, "/kv_lens/0"),
-        ({"return": ["output", "probs"]}, T, "/return/1"),
-        ({}, dict(T, attn_bias=np.zeros((3, 4), np.float32)), "/attn_bias"),
-        ({"bias": {"method": "alibi", "num_heads": 4}}, T, "/bias/num_heads"),
-        ({"bias": {"method": "alibi", "causal": True}}, T, "/bias/causal"),
-        ({"bias": {"method": "alibi", "q_len": 3}}, T, "/bias/q_len"),
-        ({"bias": {"method": "alibi", "window": [1, 0]}}, T, "/bias/window"),
-        ({"bias": {"causal": False}}, T, "/bias/causal"),
-        ({"bias": {}}, T, "/bias/method"),
-        ({"bias": {"method": "t5"}}, dict(T, **{"bias.table": np.zeros((32, 3), np.float32)}), "/bias/table"),
-        ({"bias": {"method": "kerple"}}, dict(T, **{"bias.r1": np.ones(4, np.float32),
+        Err("softcap-subnormal", {"softcap": 1e-320}, T, "/softcap"),
+        Err("scale-huge", {"scale": 1e308}, T, "/scale"),
+        Err("causal-integer", {"causal": 1}, T, "/causal"),
+        Err("q-offset-string", {"q_offset": "end"}, T, "/q_offset"),
+        Err("window-and-sliding-window", {"window": [1, 0], "sliding_window": 2}, T, "/sliding_window"),
+        Err("window-three-entries", {"window": [1, 0, 3]}, T, "/window"),
+        Err("window-negative", {"window": [-2, 0]}, T, "/window/0"),
+        Err("kv-lens-count", {"kv_lens": [5]}, T, "/kv_lens"),
+        Err("kv-lens-past-keys", {"kv_lens": [5, 6]}, T, "/kv_lens/1"),
+        Err("kv-lens-negative", {"kv_lens": [-1, 2]}, T, "/kv_lens/0"),
+        Err("return-unknown-entry", {"return": ["output", "probs"]}, T, "/return/1"),
+        Err("attn-bias-shape", {}, dict(T, attn_bias=np.zeros((3, 4), np.float32)), "/attn_bias"),
+        Err("bias-num-heads-given", {"bias": {"method": "alibi", "num_heads": 4}}, T, "/bias/num_heads"),
+        Err("bias-causal-given", {"bias": {"method": "alibi", "causal": True}}, T, "/bias/causal"),
+        Err("bias-q-len-given", {"bias": {"method": "alibi", "q_len": 3}}, T, "/bias/q_len"),
+        Err("bias-window-given", {"bias": {"method": "alibi", "window": [1, 0]}}, T, "/bias/window"),
+        Err("bias-causal-false-given", {"bias": {"causal": False}}, T, "/bias/causal"),
+        Err("bias-method-missing", {"bias": {}}, T, "/bias/method"),
+        Err("bias-t5-table-heads", {"bias": {"method": "t5"}}, dict(T, **{"bias.table": np.zeros((32, 3), np.float32)}), "/bias/table"),
+        Err("bias-kerple-r2-count", {"bias": {"method": "kerple"}}, dict(T, **{"bias.r1": np.ones(4, np.float32),
                                                     "bias.r2": np.ones(3, np.float32)}), "/bias/r2"),
-        ({"bias": "alibi"}, T, "/bias"),
-        ({"rope": {"positions": [0, 1, 2]}}, T, "/rope/positions"),
-        ({"rope": {"q": [1]}}, T, "/rope/q"),
-        ({"rope": {"head_dim": 4}}, T, "/rope/head_dim"),
-        ({"rope": {"rotary_dim": 3}}, T, "/rope/rotary_dim"),
-        ({"rope": {"q_positions": [0, 1]}}, T, "/rope/q_positions"),
-        ({"rope": {"k_positions": [0, 1, 2, 3, 4.5]}}, T, "/rope/k_positions/4"),
-        ({"rope": {"rope_scaling": {"rope_type": "yarn", "factor": 2}}}, T,
+        Err("bias-string", {"bias": "alibi"}, T, "/bias"),
+        Err("rope-positions-given", {"rope": {"positions": [0, 1, 2]}}, T, "/rope/positions"),
+        Err("rope-q-given", {"rope": {"q": [1]}}, T, "/rope/q"),
+        Err("rope-head-dim-disagrees", {"rope": {"head_dim": 4}}, T, "/rope/head_dim"),
+        Err("rope-rotary-dim-odd", {"rope": {"rotary_dim": 3}}, T, "/rope/rotary_dim"),
+        Err("rope-q-positions-count", {"rope": {"q_positions": [0, 1]}}, T, "/rope/q_positions"),
+        Err("rope-k-position-fractional", {"rope": {"k_positions": [0, 1, 2, 3, 4.5]}}, T, "/rope/k_positions/4"),
+        Err("rope-yarn-original-max-missing", {"rope": {"rope_scaling": {"rope_type": "yarn", "factor": 2}}}, T,
          "/rope/rope_scaling/original_max_position_embeddings"),
-        ({"rope": {"rope_scaling": {"rope_type": "dynamic", "factor": "2"}}}, T, "/rope/rope_scaling/factor"),
+        Err("rope-dynamic-factor-string", {"rope": {"rope_scaling": {"rope_type": "dynamic", "factor": "2"}}}, T, "/rope/rope_scaling/factor"),
     ]
-    for params, tensors, field in cases:
-        bad(call(server, "/v1/attention", params, tensors), field, what=str(params))
+    check_errors(server, "/v1/attention", cases)
 
 
 # ===========================================================================

@@ -5,7 +5,7 @@ it signs (ECDSA P-256 and RSA 2048, named localhost and 127.0.0.1), a second
 server certificate for the reload, an unrelated CA, and a self-signed
 certificate.  Then:
 
-- curl --cacert gets 200 on every route of server/route/routes.def (the
+- curl --cacert gets 200 on every route of server/routes.def (the
   numbers of /v1/bias, /v1/encodings and /v1/attention checked against
   float64 references written here), with an ECDSA and an RSA certificate.
 - Only TLS 1.2 and 1.3 are spoken, and in TLS 1.2 only ECDHE with AEAD
@@ -290,7 +290,7 @@ REQUESTS.update({
 
 def routes():
     """(method, path) of every route the server has."""
-    with open(os.path.join(ROOT, "server", "route", "routes.def")) as fh:
+    with open(os.path.join(ROOT, "server", "routes.def")) as fh:
         return re.findall(r'^SRV_ROUTE\((GET|POST),\s*"([^"]+)"', fh.read(), re.M)
 
 

@@ -5,7 +5,7 @@
  * attention written here; a call cancelled while it waits for bytes must
  * end as a plain 503; a request that cannot start early must leave the
  * call as srv_call_init made it. */
-#include "http/http.h"
+#include "call/call.h"
 #include "test.h"
 #include "work/work.h"
 

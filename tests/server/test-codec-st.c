@@ -3,6 +3,7 @@
  * and with jansson), and .npy responses checked byte by byte against the
  * NumPy format 1.0 specification and, when /usr/bin/python3 has numpy,
  * loaded by numpy.load. */
+#include "call/call.h"
 #include "codec/codec-internal.h"
 #include "srv.h"
 #include "test.h"
@@ -43,8 +44,7 @@ static struct body st_body(const char *header, size_t pad, const void *data,
 static void call_init(struct srv_call *c, const char *ctype, const char *body,
                       size_t len)
 {
-  memset(c, 0, sizeof *c);
-  srv_arena_init(&c->arena, 0);
+  srv_call_init(c, NULL);
   c->content_type = ctype;
   c->body = body;
   c->body_len = len;
@@ -52,12 +52,7 @@ static void call_init(struct srv_call *c, const char *ctype, const char *body,
 
 static void call_free(struct srv_call *c)
 {
-  json_decref(c->params);
-  c->params = NULL;
-  srv_buf_free(&c->custom);
-  srv_buf_free(&c->ignored);
-  srv_buf_free(&c->resp_body);
-  srv_arena_free(&c->arena);
+  srv_call_release(c);
 }
 
 /* Decode a safetensors body; returns the decode status, err filled. */

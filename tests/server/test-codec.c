@@ -3,6 +3,7 @@
  * nested-array shape errors, the nesting-depth cap, output options, the
  * JSON response writer and problem+json.  Expected values are written as C
  * literals (or RFC 4648 vectors), never taken from the codec itself. */
+#include "call/call.h"
 #include "codec/codec-internal.h"
 #include "srv.h"
 #include "test.h"
@@ -17,8 +18,7 @@
 static void call_init(struct srv_call *c, const char *ctype,
                       const char *accept, const char *body)
 {
-  memset(c, 0, sizeof *c);
-  srv_arena_init(&c->arena, 0);
+  srv_call_init(c, NULL);
   c->content_type = ctype;
   c->accept = accept;
   c->body = body;
@@ -27,12 +27,7 @@ static void call_init(struct srv_call *c, const char *ctype,
 
 static void call_free(struct srv_call *c)
 {
-  json_decref(c->params);
-  c->params = NULL;
-  srv_buf_free(&c->custom);
-  srv_buf_free(&c->ignored);
-  srv_buf_free(&c->resp_body);
-  srv_arena_free(&c->arena);
+  srv_call_release(c);
 }
 
 /* Decode body as JSON and fetch tensor `name`: the srv_codec_tensor
@@ -404,10 +399,11 @@ TEST(codec_tensor_nested_errors)
   return 0;
 }
 
-/* Rows of 4 numbers or more inside a nested array are lifted out of the
- * text (one placeholder per row for jansson): the same tensor, and the same
- * error pointers, as when every number is a jansson node; positions and
- * "data" keep their nodes. */
+/* A member holding a rectangular nested array of numbers, rows of 4 or
+ * more, is lifted out of the text whole: the tree does not hold it (nor
+ * anything in its place), and it gives the same tensor, and the same error
+ * pointers, as when every number is a jansson node; positions and "data"
+ * keep their nodes, and ragged or mixed arrays are left to jansson. */
 TEST(codec_tensor_nested_rows_lifted)
 {
   struct srv_call c;
@@ -422,7 +418,8 @@ TEST(codec_tensor_nested_rows_lifted)
                              "[11, 12, 13, 14, -1.5e-3]]}",
                              "q", &t, &err), 1);
   st = c.codec;
-  CHECK(st != NULL && st->nspans == 3); /* lifted: one span per row */
+  CHECK(st != NULL && st->nlifts == 1); /* lifted: the member */
+  CHECK(json_object_size(c.params) == 0); /* not in the tree */
   CHECK_EQ_I64(t.ndim, 2);
   CHECK_EQ_I64(t.shape[0] * 10 + t.shape[1], 35);
   for (i = 0; i < 14; i++)
@@ -448,7 +445,7 @@ TEST(codec_tensor_nested_rows_lifted)
   pos = json_object_get(c.params, "positions");
   CHECK(json_is_array(json_array_get(pos, 1)));
   CHECK(json_is_array(json_array_get(json_object_get(c.params, "k_positions"), 0)));
-  CHECK(c.codec == NULL || ((const struct srv_codec_state *)c.codec)->nspans == 0);
+  CHECK(c.codec == NULL || ((const struct srv_codec_state *)c.codec)->nlifts == 0);
   call_free(&c);
 
   /* Errors point where they did with one node per number. */
@@ -465,9 +462,98 @@ TEST(codec_tensor_nested_rows_lifted)
                              "[[1, 2, 3, 4], [5, 6, 7, 8]]}}",
                              "q", &t, &err), 1);
   CHECK(c.codec == NULL ||
-        ((const struct srv_codec_state *)c.codec)->nspans == 0);
+        ((const struct srv_codec_state *)c.codec)->nlifts == 0);
   CHECK(((float *)t.data)[7] == 8.0f);
   call_free(&c);
+  return 0;
+}
+
+/* The members read beside the tree, seen by code that looks for JSON: in
+ * the order sent (srv_codec_members), shown as sent (srv_codec_show), and
+ * given as JSON on demand (srv_codec_member), once. */
+static void list_member(const char *key, const json_t *v, void *arg)
+{
+  char *out = arg;
+
+  strcat(out, key);
+  strcat(out, v ? "=tree " : "=beside ");
+}
+
+TEST(codec_members_beside_the_tree)
+{
+  struct srv_call c;
+  struct srv_err err;
+  const json_t *w;
+  char seen[128] = "", shown[128];
+
+  call_init(&c, "application/json", NULL,
+            "{\"a\": 1, \"w\": [[1, 2, 3, 4], [5, 6, 7, 8.5]], \"b\": "
+            "{\"c\": [[0, \"inf\", 0, 0]]}}");
+  CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
+  CHECK(json_object_get(c.params, "w") == NULL); /* nothing in its place */
+  CHECK(srv_codec_beside(&c, c.params, "w"));
+  CHECK(!srv_codec_beside(&c, c.params, "a"));
+  srv_codec_members(&c, c.params, list_member, seen);
+  CHECK_STR(seen, "a=tree w=beside b=tree ");
+  srv_codec_show(&c, c.params, shown, sizeof shown);
+  CHECK_STR(shown, "{\"a\":1,\"w\":[[1,2,3,4],[5,6,7,8.5]],\"b\":{\"c\":"
+                   "[[0,\"inf\",0,0]]}}");
+  w = srv_codec_member(&c, c.params, "w");
+  CHECK(json_is_array(w) && json_array_size(w) == 2);
+  CHECK(json_real_value(json_array_get(json_array_get(w, 1), 3)) == 8.5);
+  CHECK(json_object_get(c.params, "w") == w); /* now in the tree, once */
+  CHECK(!srv_codec_beside(&c, c.params, "w"));
+  seen[0] = '\0';
+  srv_codec_members(&c, c.params, list_member, seen);
+  CHECK_STR(seen, "a=tree b=tree w=tree ");
+  call_free(&c);
+
+  /* A key on the path written with an escape: left to jansson. */
+  call_init(&c, "application/json", NULL, "{\"\\u0071\": [[1, 2, 3, 4]]}");
+  CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
+  CHECK(json_is_array(json_object_get(c.params, "q")));
+  call_free(&c);
+  return 0;
+}
+
+/* A name given twice is refused when one or both are lifted, as jansson
+ * refuses it; arrays that are not plain rectangular numbers, or not JSON,
+ * are jansson's to read or refuse. */
+/* 300 base64 characters: a "b64" string the pre-scan lifts. */
+#define B64_300                                                                \
+  "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" \
+  "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" \
+  "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" \
+  "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+TEST(codec_lifted_duplicates_and_malformed_rows)
+{
+  static const char *const bad[] = {
+      "{\"q\": [[1, 2, 3, 4]], \"q\": [[1, 2, 3, 4]]}",
+      "{\"q\": [[1, 2, 3, 4]], \"q\": 1}",
+      "{\"q\": 1, \"q\": [[1, 2, 3, 4]]}",
+      "{\"q\": [[1 2, 3, 4, 5]]}",
+      "{\"q\": [[1, 2, 3, 4],]}",
+      "{\"q\": [[1, 2, 3, 4] [1, 2, 3, 4]]}",
+      "{\"q\": [[1, 2, 3, 4,]]}",
+      "{\"q\": [[1, 2, 3, 4]] \"k\": 1}",
+      "{\"q\" [[1, 2, 3, 4]]}",
+      "{\"q\": 1 [[1, 2, 3, 4]]}",
+      "{\"a\": 1, 5 \"q\": [[1, 2, 3, 4]]}",
+      "{\"a\": 1, \"q\": [[1, 2, 3, 4]] 5}",
+      "{\"x\": {\"b64\": \"" B64_300 "\" \"k\": 1}}",
+  };
+  struct srv_call c;
+  struct srv_err err;
+  size_t i;
+
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    call_init(&c, "application/json", NULL, bad[i]);
+    memset(&err, 0, sizeof err);
+    if (srv_codec_decode_request(&c, &err) == 0 || err.http != 400)
+      FAIL_AT("%s: not refused (%d %s)", bad[i], err.http, err.detail);
+    call_free(&c);
+  }
   return 0;
 }
 

@@ -11,6 +11,7 @@
  * still be the text of its own value, also when many distinct values
  * share memo slots, for -0 and 0, non-finite values, and float16/bfloat16
  * outputs. */
+#include "call/call.h"
 #include "codec/codec-internal.h"
 #include "srv.h"
 #include "test.h"
@@ -23,18 +24,14 @@
 
 static void call_init(struct srv_call *c, enum srv_fmt fmt, int seg_ok)
 {
-  memset(c, 0, sizeof *c);
-  srv_arena_init(&c->arena, 0);
-  srv_buf_init(&c->resp_body, 0);
+  srv_call_init(c, NULL);
   c->fmt = fmt;
-  c->out_dtype = AB_DTYPE_F32;
   c->resp_seg_ok = seg_ok;
 }
 
 static void call_free(struct srv_call *c)
 {
-  srv_buf_free(&c->resp_body);
-  srv_arena_free(&c->arena);
+  srv_call_release(c);
 }
 
 /* resp_body then every segment, as mhd.c puts them on the wire. */

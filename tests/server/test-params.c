@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call/call.h"
 #include "codec/codec-internal.h"
 #include "handlers/params.h"
 #include "srv.h"
@@ -19,27 +20,18 @@ static void call_init(struct srv_call *c, const char *json)
 {
   json_error_t je;
 
-  memset(c, 0, sizeof *c);
-  srv_arena_init(&c->arena, 0);
+  srv_call_init(c, NULL);
   c->params = json_loads(json, 0, &je);
   if (!c->params) {
     fprintf(stderr, "  bad test JSON: %s (%s)\n", je.text, json);
     c->params = json_object();
   }
-  c->out_dtype = AB_DTYPE_F32;
   c->fmt = SRV_FMT_JSON;
 }
 
 static void call_free(struct srv_call *c)
 {
-  int i;
-
-  for (i = 0; i < c->njobs; i++)
-    ab_job_free(c->jobs[i]);
-  json_decref(c->params);
-  srv_buf_free(&c->ignored);
-  srv_buf_free(&c->custom);
-  srv_arena_free(&c->arena);
+  srv_call_release(c);
 }
 
 static const char *ignored(const struct srv_call *c)
@@ -665,7 +657,7 @@ TEST(params_library_errors_become_pointers)
   p.rotary_dim = 7;
   st = ab_rope_check(&p, &rd, NULL, NULL);
   CHECK(st != AB_STATUS_OK);
-  CHECK_EQ_I64(srv_lib_fail(&err, st, "/rope", NULL), -1);
+  CHECK_EQ_I64(srv_fail_lib(&err, st, "/rope", NULL), -1);
   CHECK_EQ_I64(err.http, 400);
   CHECK_STR(err.field, "/rope/rotary_dim");
   CHECK(strstr(err.detail, "7") != NULL);
@@ -675,10 +667,10 @@ TEST(params_library_errors_become_pointers)
   p.rope_type = AB_ROPE_LINEAR; /* factor missing */
   st = ab_rope_check(&p, &rd, NULL, NULL);
   CHECK(st != AB_STATUS_OK);
-  srv_lib_fail(&err, st, "", NULL);
+  srv_fail_lib(&err, st, "", NULL);
   CHECK_STR(err.field, "/rope_scaling/factor");
   /* A leading component equal to `strip` is dropped. */
-  srv_lib_fail(&err, st, "/x", "rope_scaling");
+  srv_fail_lib(&err, st, "/x", "rope_scaling");
   CHECK_STR(err.field, "/x/factor");
   return 0;
 }
@@ -920,7 +912,7 @@ TEST(params_t5_buckets_without_table)
 
 /* The codec lifts nested number rows out of JSON except under the members
  * of srv_codec_node_keys: every positions parameter of every table must
- * be there, or its reader would meet placeholder strings. */
+ * be there, or its reader would not find them in the tree. */
 TEST(params_positions_are_codec_node_keys)
 {
   const struct srv_ptable *tabs[64];

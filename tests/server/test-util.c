@@ -232,17 +232,17 @@ TEST(err_from_library_status)
   for (i = 0; want[i]; i++)
     if (want[i] == '.')
       want[i] = '/';
-  CHECK_EQ_I64(srv_fail_lib(&e, st, "/q"), -1);
+  CHECK_EQ_I64(srv_fail_lib(&e, st, "/q", NULL), -1);
   CHECK_EQ_I64(e.http, 400);
   CHECK_STR(e.field, want);
   CHECK_STR(e.detail, ab_last_error()->msg);
 
   /* Status mapping; a stale record (other status) is not reported. */
-  srv_fail_lib(&e, AB_STATUS_NO_MEMORY, "");
+  srv_fail_lib(&e, AB_STATUS_NO_MEMORY, "", NULL);
   CHECK_EQ_I64(e.http, 500);
   CHECK_STR(e.detail, ab_status_str(AB_STATUS_NO_MEMORY));
   CHECK_STR(e.field, "");
-  srv_fail_lib(&e, AB_STATUS_OVERFLOW, "/k");
+  srv_fail_lib(&e, AB_STATUS_OVERFLOW, "/k", NULL);
   CHECK_EQ_I64(e.http, 413);
   CHECK_STR(e.field, "/k");
   return 0;
@@ -561,7 +561,7 @@ TEST(metrics_text_format)
   srv_metrics_reject(SRV_REJECT_QUEUE_FULL);
 
   srv_buf_init(&b, 0);
-  CHECK_EQ_I64(srv_metrics_render(&b), 0);
+  CHECK_EQ_I64(srv_http_metrics(&b), 0);
   CHECK(b.len > 0 && b.data[b.len - 1] == '\n');
   snprintf(line, sizeof line,
            "attnbias_requests_total{route=\"%s\",status=\"200\"} 2\n",

@@ -1,5 +1,6 @@
 /* test-encoding.c: absolute position encodings against docs/methods.md's worked
  * examples 1-2 and float64 references written here from its formulas. */
+#include "ab-internal.h"
 #include "attnbias.h"
 #include "kernels/kernels.h"
 #include "test.h"

@@ -3,6 +3,7 @@
  * SIMD kernels' parity with the reference.  Expected values come from
  * docs/methods.md#worked-examples (6-10) or from the float64 reference
  * written below, straight from the formulas of docs/methods.md#rope. */
+#include "ab-internal.h"
 #include "attnbias.h"
 #include "kernels/kernels.h"
 #include "test-util.h"

@@ -26,23 +26,11 @@ struct ab__kernels {
 /* Fill every slot with the scalar reference (kernels/ref/ref.c). */
 void ab__kernels_ref(struct ab__kernels *k);
 /* Override the slots that have an implementation for the ISA
- * (kernels/x86/init-avx2.c, init-avx512.c; built with ISA flags). */
+ * (kernels/x86/init-avx2.c, init-avx512.c; built with ISA flags).  The
+ * library asks the CPU (cpu-x86.c) and says what it found: bf16, whether
+ * it has AVX512-BF16; bf16_fast, whether it runs it faster than float32
+ * FMAs. */
 void ab__kernels_avx2(struct ab__kernels *k);
-void ab__kernels_avx512(struct ab__kernels *k);
-
-/* The table for this process (AB_ISA caps it). */
-const struct ab__kernels *ab__kernels(void);
-/* Tests: the table of one ISA ("ref", "avx2", "avx512"), or NULL when the
- * CPU cannot run it.  ab__isa_list is NULL-terminated, best last. */
-const struct ab__kernels *ab__kernels_for(const char *isa);
-const char *const *ab__isa_list(void);
-
-/* cpu-x86.c */
-int ab__cpu_has_avx2_fma(void);
-int ab__cpu_has_avx512(void);
-/* AVX512-BF16 (vdpbf16ps), and whether this CPU kind runs it faster than
- * FP32 FMAs (docs/internals/dispatch.md says which kinds were measured). */
-int ab__cpu_has_avx512_bf16(void);
-int ab__cpu_bf16_dot_fast(void);
+void ab__kernels_avx512(struct ab__kernels *k, int bf16, int bf16_fast);
 
 #endif /* AB_KERNELS_H */

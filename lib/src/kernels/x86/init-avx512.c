@@ -5,13 +5,13 @@
 #endif
 #include "../kernels.h"
 
-void ab__kernels_avx512(struct ab__kernels *k)
+void ab__kernels_avx512(struct ab__kernels *k, int bf16, int bf16_fast)
 {
   k->isa = "avx512";
   ab__rope_kernels_avx512(&k->rope);
   ab__bias_kernels_avx512(&k->bias);
   ab__enc_kernels_avx512(&k->enc);
   ab__attn_kernels_avx512(&k->attn);
-  if (ab__cpu_has_avx512_bf16())
-    ab__attn_kernels_avx512bf16(&k->attn, ab__cpu_bf16_dot_fast());
+  if (bf16)
+    ab__attn_kernels_avx512bf16(&k->attn, bf16_fast);
 }

@@ -3,7 +3,8 @@
  * then finish and encode.  Every failure on the way becomes the call's
  * problem+json response, so the HTTP side only ever sends c->resp_body
  * (followed by c->resp_seg for a binary encoding). */
-#include "http/http.h"
+#include "call/call.h"
+#include "metrics/metrics.h"
 #include "util/jsonmem.h"
 #include "work/work.h"
 

@@ -2,7 +2,7 @@
  * (format 0.0.4).  Every counter is a relaxed atomic: recording costs a few
  * uncontended atomic adds per request and rendering reads a snapshot that
  * may be a few requests apart between series, which Prometheus tolerates. */
-#include "http/http.h"
+#include "metrics/metrics.h"
 #include "work/work.h"
 
 #include <stdatomic.h>
@@ -91,11 +91,11 @@ static const char *route_label(size_t i, const struct srv_route *tab,
   return i < n ? tab[i].name : "none";
 }
 
-int srv_metrics_render(struct srv_buf *out)
+int srv_metrics_render(struct srv_buf *out, const struct srv_gauges *g)
 {
   size_t n, i, b, nlab;
   const struct srv_route *tab = srv_route_table(&n);
-  int rc = 0, s, conns[SRV_CONN_STATES_];
+  int rc = 0, s;
 
   /* Label indices: the routes, then MAX_ROUTES-1 for unmatched requests
    * (srv_metrics_request files those there). */
@@ -184,9 +184,8 @@ int srv_metrics_render(struct srv_buf *out)
                        "(returned after 10 s unused).\n"
                        "# TYPE attnbias_memory_kept_bytes gauge\n"
                        "attnbias_memory_kept_bytes %zu\n",
-                       srv_http_inflight(), srv_http_queue_depth(),
-                       srv_work_busy(), srv_http_lingering(), srv_mem_kept());
-  srv_http_connections(conns);
+                       g->inflight, g->queue_depth, srv_work_busy(),
+                       g->lingering, srv_mem_kept());
   rc |= srv_buf_printf(out,
                        "# HELP attnbias_open_connections Connections "
                        "accepted and not closed, by state (limit "
@@ -195,7 +194,7 @@ int srv_metrics_render(struct srv_buf *out)
                        "# TYPE attnbias_open_connections gauge\n");
   for (i = 0; i < SRV_CONN_STATES_; i++)
     rc |= srv_buf_printf(out, "attnbias_open_connections{state=\"%s\"} %d\n",
-                         conn_state_label[i], conns[i]);
+                         conn_state_label[i], g->conns[i]);
   rc |= srv_buf_printf(out,
                        "# HELP attnbias_bytes_received_total Request body "
                        "bytes received.\n"
