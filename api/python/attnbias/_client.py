@@ -763,7 +763,7 @@ class Client:
 
     def analysis(self, kind: str, seq_len: int, *, model: Optional[str] = None,
                  config: Optional[Mapping[str, Any]] = None,
-                 **params: Any) -> Dict[str, Any]:
+                 layer: Optional[int] = None, **params: Any) -> Dict[str, Any]:
         """What a position encoding does at a length (``POST /v1/analysis``).
 
         Args:
@@ -778,7 +778,7 @@ class Client:
                 scaling from the trained length to ``seq_len``, with every
                 per-pair number of each, a row per method).
             seq_len: the length analysed (the target of ``"extend"``).
-            model, config: as for :meth:`rope`.
+            model, config, layer: as for :meth:`rope`.
             **params: the RoPE fields of :meth:`rope` (``head_dim``,
                 ``rope_theta``, ``max_position_embeddings`` -- the trained
                 length --, ``rope_scaling``, ...) or the bias fields of
@@ -801,8 +801,9 @@ class Client:
                                max_position_embeddings=4096)
             plan["configs"]["yarn"]        # fields to paste into config.json
         """
-        return cast(Dict[str, Any], self.request("/v1/analysis", dict(
-            kind=kind, seq_len=seq_len, model=model, config=config, **params)))
+        return cast(Dict[str, Any], self.request("/v1/analysis", _fields(dict(
+            kind=kind, seq_len=seq_len, model=model, config=config, layer=layer),
+            params)))
 
     def analysis_png(self, kind: str, seq_len: int, plot: Optional[str] = None,
                      **params: Any) -> bytes:
@@ -810,5 +811,5 @@ class Client:
         ``plot`` is ``"wavelength"``, ``"decay"``, ``"scale"`` (rope,
         extend), ``"bias"``, ``"reach"`` or ``"buckets"`` (bias).  Returns
         the PNG bytes."""
-        return self._png("/v1/analysis", dict(kind=kind, seq_len=seq_len, plot=plot,
-                                              **params))
+        return self._png("/v1/analysis", _fields(dict(kind=kind, seq_len=seq_len,
+                                                      plot=plot), params))
