@@ -182,8 +182,9 @@ def test_https_example(binary):
     port = str(s.getsockname()[1])
     s.close()
     with tempfile.TemporaryDirectory() as tmp:
-        script = (blocks[0].replace("build/attnbiasd", binary)
-                  .replace("/tmp/", tmp + "/").replace("8443", port))
+        # The binary goes in last: a checkout under /tmp must keep its path.
+        script = (blocks[0].replace("8443", port).replace("/tmp/", tmp + "/")
+                  .replace("build/attnbiasd", binary))
         assert script.count(port) >= 3, "the example no longer uses port 8443"
         p = subprocess.run(["bash", "-c", "set -e\n" + script + "\nwait $!\n"], cwd=ROOT,
                            capture_output=True, text=True, timeout=60)
