@@ -167,6 +167,8 @@ def test_client_fixtures_replayed(server):
             head, outs = parse_answer(r)
             assert head["model_name"] == case["path"].split("/")[3], head
             assert head.get("id") == case["response_id"], (where, head)
+            # what the client read of the answer's parameters (JSON values)
+            assert head.get("parameters") == case.get("response_parameters"), (where, head)
             got = [{"name": o["name"], "datatype": o["datatype"], "shape": o["shape"],
                     "binary": "data" not in o} for o in head["outputs"]]
             want = [{k: p[k] for k in ("name", "datatype", "shape", "binary")}
@@ -174,7 +176,7 @@ def test_client_fixtures_replayed(server):
             assert got == want, (where, got, want)
             assert_same_as_v1(server, case["path"].split("/")[3], outs, case["v1"])
             n += 1
-    assert n >= 7, n
+    assert n >= 9, n
 
 
 # ---------------------------------------------------------------------------
