@@ -801,8 +801,8 @@ class Client:
                                max_position_embeddings=4096)
             plan["configs"]["yarn"]        # fields to paste into config.json
         """
-        return cast(Dict[str, Any], self.request("/v1/analysis", dict(
-            kind=kind, seq_len=seq_len, model=model, config=config, **params)))
+        return cast(Dict[str, Any], self.request("/v1/analysis", _fields(dict(
+            kind=kind, seq_len=seq_len, model=model, config=config), params)))
 
     def analysis_png(self, kind: str, seq_len: int, plot: Optional[str] = None,
                      **params: Any) -> bytes:
