@@ -21,8 +21,8 @@
  * it), each as JSON "data" or, with "binary_data" (or the request's
  * "binary_data_output"), as bytes after the JSON; an output that is a JSON
  * value rather than a tensor goes in the answer's "parameters" as its JSON
- * text.  Every size the body
- * states is checked against the bytes it has before anything is read. */
+ * text.  Every size the body states is checked against the bytes it has
+ * before anything is read. */
 #include "codec-internal.h"
 
 #include <math.h>
