@@ -19,8 +19,10 @@
  *     shape) at its name: positions, kv_lens, window are JSON lists in /v1.
  * The answer lists the outputs asked for ("outputs"; all of them without
  * it), each as JSON "data" or, with "binary_data" (or the request's
- * "binary_data_output"), as bytes after the JSON.  Every size the body
- * states is checked against the bytes it has before anything is read. */
+ * "binary_data_output"), as bytes after the JSON; an output that is a JSON
+ * value rather than a tensor goes in the answer's "parameters" as its JSON
+ * text.  Every size the body states is checked against the bytes it has
+ * before anything is read. */
 #include "codec-internal.h"
 
 #include <math.h>
@@ -758,7 +760,10 @@ static int out_fail(struct srv_call *c, struct srv_err *err)
   return srv_fail(err, 500, NULL, "out of memory writing the response");
 }
 
-/* Which outputs go out, in the order asked, and in which form. */
+/* Which outputs go out, in the order asked, and in which form.  A JSON
+ * value (the analysis planner's settings) is no tensor: it goes in the
+ * answer's parameters as its JSON text, asked for or not, and never as
+ * binary data. */
 static int pick_outputs(struct srv_call *c, struct v2_put *put, int *nput,
                         struct srv_err *err)
 {
@@ -768,9 +773,11 @@ static int pick_outputs(struct srv_call *c, struct v2_put *put, int *nput,
   for (i = 0; i < n; i++) {
     const struct srv_output *o = NULL;
     int binary = v->binary_all;
+    char ptr[PTR_CAP];
 
+    snprintf(ptr, sizeof ptr, "/outputs/%d", i);
     if (v->nouts) {
-      char ptr[PTR_CAP], names[256];
+      char names[256];
       size_t w = 0;
 
       names[0] = '\0';
@@ -781,19 +788,28 @@ static int pick_outputs(struct srv_call *c, struct v2_put *put, int *nput,
           w += (size_t)snprintf(names + w, sizeof names - w, "%s%s",
                                 w ? ", " : "", c->outputs[k].name);
       }
-      snprintf(ptr, sizeof ptr, "/outputs/%d/name", i);
-      if (!o)
+      if (!o) {
+        srv_codec__pointer_add(ptr, sizeof ptr, "name", 4);
         return srv_fail(err, 400, ptr,
                         "output \"%.60s\" is not among this answer's "
                         "outputs (%s)",
                         v->outs[i].name, names[0] ? names : "none");
+      }
       if (v->outs[i].binary >= 0)
         binary = v->outs[i].binary;
+      if (o->json && v->outs[i].binary > 0)
+        return srv_fail(err, 400, ptr,
+                        "output \"%.60s\" is a JSON value, not a tensor: it "
+                        "comes as JSON text in the answer's parameters, "
+                        "never as binary data",
+                        o->name);
     } else {
       o = &c->outputs[i];
     }
     put[i].o = o;
-    put[i].binary = binary;
+    put[i].binary = o->json ? 0 : binary;
+    if (o->json)
+      continue;
     if (o->is_scalar) {
       double *d = srv_codec__alloc(c, sizeof *d, "", err);
       if (!d)
@@ -812,6 +828,31 @@ static int pick_outputs(struct srv_call *c, struct v2_put *put, int *nput,
   }
   *nput = n;
   return 0;
+}
+
+/* The JSON values among the outputs, as the answer's "parameters": each
+ * its JSON text in a string (the protocol's parameters are booleans,
+ * numbers and strings), the way a structured request parameter comes. */
+static int put_json_params(struct srv_call *c, const struct v2_put *put,
+                           int n, struct srv_err *err)
+{
+  struct srv_buf *b = &c->resp_body;
+  int i, first = 1;
+
+  for (i = 0; i < n; i++) {
+    const struct srv_output *o = put[i].o;
+
+    if (!o->json)
+      continue;
+    if (srv_buf_append(b, first ? ",\"parameters\":{" : ",",
+                       first ? 15 : 1) ||
+        srv_codec__json_str(b, o->name, strlen(o->name)) ||
+        srv_buf_append(b, ":", 1) ||
+        srv_codec__json_str(b, o->json, strlen(o->json)))
+      return out_fail(c, err);
+    first = 0;
+  }
+  return !first && srv_buf_append(b, "}", 1) ? out_fail(c, err) : 0;
 }
 
 static int put_output(struct srv_call *c, const struct v2_put *p,
@@ -856,7 +897,7 @@ int srv_codec__v2_encode(struct srv_call *c, struct srv_err *err)
   struct srv_buf *b = &c->resp_body;
   const struct srv_v2 *v = c->v2;
   struct v2_put put[SRV_MAX_OUTPUTS];
-  int i, n = 0, nbin = 0;
+  int i, k, n = 0, nbin = 0;
 
   if (pick_outputs(c, put, &n, err))
     return -1;
@@ -867,10 +908,14 @@ int srv_codec__v2_encode(struct srv_call *c, struct srv_err *err)
   if (v->id && (srv_buf_append(b, ",\"id\":", 6) ||
                 srv_codec__json_str(b, v->id, strlen(v->id))))
     return out_fail(c, err);
+  if (put_json_params(c, put, n, err))
+    return -1;
   if (srv_buf_append(b, ",\"outputs\":[", 12))
     return out_fail(c, err);
-  for (i = 0; i < n; i++) {
-    if (i && srv_buf_append(b, ",", 1))
+  for (i = 0, k = 0; i < n; i++) {
+    if (put[i].o->json)
+      continue;
+    if (k++ && srv_buf_append(b, ",", 1))
       return out_fail(c, err);
     if (put_output(c, &put[i], err))
       return -1;

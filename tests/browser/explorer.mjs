@@ -4,6 +4,10 @@
 //
 //   node explorer.mjs draw URL SHOTS_DIR SCALE   every chart, a redraw, an error
 //   node explorer.mjs key  URL KEY SHOTS_DIR SCALE   API-key mode
+//   node explorer.mjs cors PAGE_URL API_URL KEY SHOTS_DIR SCALE
+//                 a page of another origin (PAGE_URL, served by the test)
+//                 calls attnbiasd at API_URL with fetch; prints what its
+//                 script saw and what the browser said, as one JSON line
 //
 // Every wait is for an event of the page (the body's data-ready / -failed
 // generation counters, watched by a MutationObserver), bounded by a generous
@@ -16,7 +20,8 @@ import puppeteer from "puppeteer-core";
 
 const CHROMIUM = "/usr/bin/chromium";
 const [mode, url, ...rest] = process.argv.slice(2);
-const key = mode === "key" ? rest.shift() : undefined;
+const api = mode === "cors" ? rest.shift() : undefined;
+const key = mode === "key" || mode === "cors" ? rest.shift() : undefined;
 const [shots, scaleArg] = rest;
 const SCALE = Number(scaleArg || 1);
 const T = 120_000 * SCALE; // one drawing (or a page load) on a loaded machine
@@ -242,9 +247,28 @@ async function keyed(browser) {
   });
 }
 
+/* ---- cors: fetch from a page of another origin ------------------------ */
+
+/* The page's script (written by test_explorer.py) defines runCalls(api,
+ * key), which makes its calls and resolves to what it could read of each.
+ * What the browser itself reported -- a CORS refusal is a console error of
+ * the page, the script sees only a TypeError -- goes beside it; the checks
+ * are the Python test's. */
+async function crossOrigin(browser) {
+  const { page, problems, requests } = await openPage(browser);
+
+  await check("a page of another origin calls the API", async () => {
+    await page.goto(url, { waitUntil: "load" });
+    const calls = await page.evaluate((a, k) => window.runCalls(a, k), api, key);
+    const sent = requests.map((r) => `${r.method} ${r.url}`);
+    console.log(JSON.stringify({ calls, problems, sent }));
+  });
+}
+
+const modes = { draw, key: keyed, cors: crossOrigin };
 const browser = await launch();
 try {
-  await (mode === "key" ? keyed(browser) : draw(browser));
+  await modes[mode](browser);
 } finally {
   await browser.close();
 }

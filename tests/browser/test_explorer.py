@@ -13,6 +13,12 @@ installed by `make test` from its lockfile, like Chromium itself).
   value shows the server's own message next to the field it names; with
   --api-key-file the page asks for the key, sends it as a Bearer header and
   draws.
+- CORS from a real browser: a page served by this test from another origin
+  (a Python http.server on another port) fetches from attnbiasd started
+  with --cors-origin naming it -- a simple GET, and a POST of JSON with an
+  Authorization header (preflighted), reading the exposed headers
+  X-Attnbias-Ignored and Server-Timing -- and the same page is refused, with
+  the browser's CORS error, by a server that does not list its origin.
 Screenshots go to build/explorer-*.png (look at them).
 
 Tests follow tests/http/run.py's convention; tests/run-all.sh runs them once,
@@ -20,10 +26,16 @@ as their own suite (the browser tests the page, not the kernels):
     /usr/bin/python3 tests/http/run.py --test-timeout 900 tests/browser/test_explorer.py
 """
 
+import functools
+import http.server
+import json
+import math
 import os
 import re
 import shutil
 import subprocess
+import tempfile
+import threading
 
 import run
 
@@ -87,3 +99,101 @@ def test_explorer_asks_for_the_api_key(start):
                        headers={"Authorization": None}).status == 401
     out = explorer("key", srv.url, "page-key-42")
     assert out.count("ok ") == 1, out
+
+
+# ---------------------------------------------------------------------------
+# CORS: a page of another origin
+# ---------------------------------------------------------------------------
+
+CORS_KEY = "cors-page-key-" + "x" * 24
+CORS_HTML = """<!doctype html>
+<html><head><meta charset="utf-8"><title>another origin</title>
+<link rel="icon" href="data:,"><script src="calls.js"></script></head><body>a page of another origin</body></html>
+"""
+# What the page's script could read of each answer, or the error fetch threw.
+CORS_JS = """
+async function call(api, path, init) {
+  try {
+    const r = await fetch(api + path, init);
+    return { status: r.status, body: await r.text(),
+             ignored: r.headers.get("X-Attnbias-Ignored"),
+             timing: r.headers.get("Server-Timing") };
+  } catch (e) {
+    return { error: e.name + ": " + e.message };
+  }
+}
+window.runCalls = async (api, key) => ({
+  get: await call(api, "/v2/health/ready", {}),
+  post: await call(api, "/v1/rope", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "Authorization": "Bearer " + key },
+    body: JSON.stringify({ head_dim: 4, positions: [0, 1, 2], page_field: 1 }) }),
+});
+"""
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def other_origin_page():
+    """(http.server, its origin, the page's URL): the page and its script,
+    served from a temporary directory on a free 127.0.0.1 port."""
+    d = tempfile.mkdtemp(prefix="attnbias-cors-")
+    for name, text in (("page.html", CORS_HTML), ("calls.js", CORS_JS)):
+        with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+            f.write(text)
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=d))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    origin = "http://127.0.0.1:%d" % httpd.server_address[1]
+    return httpd, d, origin, origin + "/page.html"
+
+
+def page_calls(page_url, api_url):
+    """What the page's script read from api_url, what the browser reported
+    and which requests it sent."""
+    out = explorer("cors", page_url, api_url, CORS_KEY)
+    return json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+
+
+def test_cors_from_a_page_of_another_origin(start):
+    httpd, d, origin, page = other_origin_page()
+    try:
+        srv = start("--cors-origin", origin, api_key=CORS_KEY)
+        seen = page_calls(page, srv.url)
+        get, post = seen["calls"]["get"], seen["calls"]["post"]
+        assert get.get("status") == 200 and json.loads(get["body"])["status"] == "ok", seen
+        assert post.get("status") == 200, seen
+        # The exposed headers, read by the page's own script.
+        assert post["ignored"] == "page_field", post
+        assert post["timing"] and "dur=" in post["timing"], post
+        # RoPE tables of positions 0, 1, 2 with head_dim 4: inv_freq
+        # 10000^(-2i/4), cos(p * inv_freq) rotate-half (each pair twice).
+        body = json.loads(post["body"])
+        inv = [10000.0 ** (-2 * i / 4) for i in range(2)]
+        want = [math.cos(p * inv[i % 2]) for p in range(3) for i in range(4)]
+        got = body["cos"]["data"]
+        assert len(got) == 12 and all(abs(a - b) < 1e-6 for a, b in zip(got, want)), (got, want)
+        assert seen["problems"] == [], seen["problems"]
+        assert "POST %s/v1/rope" % srv.url in seen["sent"], seen["sent"]
+        srv.stop()
+
+        # The same page against servers that do not list its origin: CORS
+        # off, and another origin listed.  The browser blocks both calls
+        # (the GET is answered, but the page may not read it; the POST's
+        # preflight is refused) and says why on the page's console.
+        for flags in ((), ("--cors-origin", "https://elsewhere.example")):
+            other = start(*flags, api_key=CORS_KEY)
+            seen = page_calls(page, other.url)
+            for name in ("get", "post"):
+                call = seen["calls"][name]
+                assert "status" not in call and call["error"].startswith("TypeError"), (flags, seen)
+            blocked = [p for p in seen["problems"] if "blocked by CORS policy" in p]
+            assert len(blocked) == 2 and all(origin in p for p in blocked), (flags, seen["problems"])
+            other.stop()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        shutil.rmtree(d, ignore_errors=True)

@@ -2,8 +2,9 @@
  * (server/codec/v2.c) -- Inference-Header-Content-Length, the JSON request,
  * binary inputs and their sizes, INT32 inputs turned into JSON, structured
  * parameters given as JSON text -- and then the answer: the float inputs
- * found are given back as outputs of the same names (and a scalar and an
- * INT32 output), encoded as the request's "outputs" and binary flags ask.
+ * found are given back as outputs of the same names (and a scalar, an
+ * INT32 output and a JSON value, as the analysis planner's "configs"),
+ * encoded as the request's "outputs" and binary flags ask.
  *
  * Input: byte 0 chooses the headers and the model, bytes 1-2 the header
  * length (little-endian), the rest is the body.
@@ -40,7 +41,7 @@ static void echo_input(struct srv_call *c, const struct srv_named_tensor *nt)
   struct srv_output *o;
   float *f;
 
-  if (c->noutputs >= SRV_MAX_OUTPUTS - 2 || n < 1 ||
+  if (c->noutputs >= SRV_MAX_OUTPUTS - 3 || n < 1 ||
       (uint64_t)n > ARENA_CAP / 4 / sizeof(float))
     return;
   f = srv_arena_alloc(&c->arena, (size_t)n * sizeof *f);
@@ -90,6 +91,9 @@ static int fuzz_v2_one(const uint8_t *data, size_t size)
     c.outputs[c.noutputs].name = "buckets";
     ab_tensor_init(&c.outputs[c.noutputs++].t, ints, AB_DTYPE_I32, 2,
                    (int64_t[]){2, 3});
+    c.outputs[c.noutputs].name = "configs";
+    c.outputs[c.noutputs].is_scalar = 1;
+    c.outputs[c.noutputs++].json = "{\"linear\":{\"factor\":2.0}}";
     srv_codec_encode(&c, &err);
   }
   srv_buf_init(&prob, 0);

@@ -265,7 +265,7 @@ REQUESTS.update({
     ("GET", "/v2/health/live"): (None, lambda b: json.loads(b)["status"] == "ok"),
     ("GET", "/v2/health/ready"): (None, lambda b: json.loads(b)["status"] == "ok"),
 })
-for _m in ("encodings", "rope", "bias", "attention"):
+for _m in ("encodings", "rope", "bias", "attention", "analysis"):
     REQUESTS[("GET", "/v2/models/" + _m)] = (None, lambda b, m=_m: json.loads(b)["name"] == m)
     REQUESTS[("GET", "/v2/models/%s/ready" % _m)] = (
         None, lambda b, m=_m: json.loads(b) == {"name": m, "ready": True})
@@ -285,6 +285,12 @@ REQUESTS.update({
         lambda b: np.testing.assert_allclose(
             tensor(_v2(b)["output"]), ref_attention(ATT["q"], ATT["k"], ATT["v"]),
             rtol=1e-5, atol=1e-6) is None),
+    ("POST", "/v2/models/analysis/infer"): (
+        {"parameters": {"kind": "bias", "method": "alibi", "num_heads": 2, "seq_len": 4},
+         "inputs": []},
+        lambda b: np.testing.assert_allclose(
+            tensor(_v2(b)["reach_10"]), math.log(10) * np.array([16.0, 256.0]),
+            rtol=1e-6) is None),
 })
 
 

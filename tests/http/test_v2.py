@@ -27,7 +27,7 @@ import run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures", "v2")
-MODELS = ("encodings", "rope", "bias", "attention")
+MODELS = ("encodings", "rope", "bias", "attention", "analysis")
 V1_DTYPE = {"FP32": "float32", "FP16": "float16", "BF16": "bfloat16", "FP64": "float64",
             "INT32": "int32"}
 SIZE = {"FP32": 4, "FP16": 2, "BF16": 2, "FP64": 8, "INT32": 4}
@@ -101,14 +101,15 @@ def raw_of(datatype, data):
 
 
 def v1_outputs(server, model, v1):
-    """The /v1 answer of the same request: {name: (dtype, shape, raw bytes)}."""
+    """The /v1 answer of the same request: {name: (dtype, shape, raw bytes)}
+    for its tensors and scalars (its JSON values are not v2 tensors)."""
     r = server.post("/v1/" + model, json=dict(v1, encoding="b64"))
     assert r.status == 200, r
     out = {}
     for name, t in r.json().items():
-        if isinstance(t, dict):
+        if isinstance(t, dict) and "b64" in t:
             out[name] = (t["dtype"], t["shape"], base64.b64decode(t["b64"]))
-        else:  # a scalar: a v2 FP64 tensor of shape [1]
+        elif isinstance(t, (int, float)):  # a scalar: a v2 FP64 tensor of shape [1]
             out[name] = ("float64", [1], struct.pack("<d", t))
     return out
 
@@ -166,6 +167,8 @@ def test_client_fixtures_replayed(server):
             head, outs = parse_answer(r)
             assert head["model_name"] == case["path"].split("/")[3], head
             assert head.get("id") == case["response_id"], (where, head)
+            # what the client read of the answer's parameters (JSON values)
+            assert head.get("parameters") == case.get("response_parameters"), (where, head)
             got = [{"name": o["name"], "datatype": o["datatype"], "shape": o["shape"],
                     "binary": "data" not in o} for o in head["outputs"]]
             want = [{k: p[k] for k in ("name", "datatype", "shape", "binary")}
@@ -173,7 +176,7 @@ def test_client_fixtures_replayed(server):
             assert got == want, (where, got, want)
             assert_same_as_v1(server, case["path"].split("/")[3], outs, case["v1"])
             n += 1
-    assert n >= 7, n
+    assert n >= 9, n
 
 
 # ---------------------------------------------------------------------------
@@ -400,6 +403,102 @@ def test_bias_and_encodings(server):
     assert outs["encoding"][0] == "FP64", outs["encoding"]
     # sin/cos in halves or interleaved: compare as sets of columns
     assert np.allclose(np.sort(got, axis=1), np.sort(ref, axis=1), atol=1e-6), (got, ref)
+
+
+# The analysis answers of kinds rope and bias in the form the metadata
+# gives; kind extend adds a row per method to these (docs/http.md).
+EXTEND_ROWS = {"inv_freq", "wavelength", "scale", "ramp", "band", "turns", "seen",
+               "decay_bound", "decay_mean_cos"}
+ANALYSIS_YARN = {"kind": "rope", "seq_len": 64, "head_dim": 8, "points": 8,
+                 "max_position_embeddings": 64,
+                 "rope_scaling": '{"rope_type": "yarn", "factor": 4, '
+                                 '"original_max_position_embeddings": 16}'}
+ANALYSIS_EXTEND = {"kind": "extend", "seq_len": 64, "head_dim": 8, "points": 8,
+                   "max_position_embeddings": 16}
+
+
+def test_analysis_metadata_lists_what_infer_answers(server):
+    meta = server.get("/v2/models/analysis").json()
+    assert [t["name"] for t in meta["inputs"]] == ["slopes", "table", "r1", "r2"], meta
+    declared = {t["name"]: t for t in meta["outputs"]}
+    table = {"name": "table", "shape": [32, 2], "datatype": "FP32", "data": [0.5] * 64}
+    requests = [
+        (ANALYSIS_YARN, []),
+        ({"kind": "bias", "method": "alibi", "num_heads": 2, "seq_len": 5}, []),
+        ({"kind": "bias", "method": "t5", "num_heads": 2, "seq_len": 5}, [table]),
+        (ANALYSIS_EXTEND, []),
+    ]
+    seen = set()
+    for params, inputs in requests:
+        r = infer(server, "analysis", {"parameters": params, "inputs": inputs})
+        assert r.status == 200, (params, r)
+        for o in r.json()["outputs"]:
+            t = declared.get(o["name"])
+            assert t, (o["name"], sorted(declared))
+            rank, datatype = len(t["shape"]), t["datatype"]
+            if params["kind"] == "extend" and o["name"] in EXTEND_ROWS:
+                rank += 1
+            if params["kind"] == "extend" and o["name"] == "rope_theta":
+                datatype = "FP32"
+            assert (datatype, rank) == (o["datatype"], len(o["shape"])), (params["kind"], t, o)
+            seen.add(o["name"])
+    assert seen == set(declared), sorted(set(declared) ^ seen)
+
+
+def test_analysis_as_v1(server):
+    """Kinds rope and bias, JSON and binary, against /v1 bit for bit and
+    against float64 references."""
+    outs = run_both(server, "analysis", {}, ANALYSIS_YARN)
+    assert {"yarn_low", "yarn_high", "decay_bound", "seen"} <= set(outs), sorted(outs)
+    inv = 10000.0 ** (-np.arange(0, 8, 2) / 8.0)
+    assert np.allclose(as_array(outs["inv_freq_original"]), inv, rtol=1e-6), outs["inv_freq_original"]
+    assert as_array(outs["trained_len"]).tolist() == [16.0], outs["trained_len"]
+    slopes = np.array([0.5, 0.125])
+    outs = run_both(server, "analysis", {"slopes": (slopes, "FP64")},
+                    {"kind": "bias", "method": "alibi", "num_heads": 2, "seq_len": 6},
+                    outputs=["bias", "reach_10"])
+    ref = -slopes[:, None] * np.arange(6)[None, :]
+    assert np.allclose(as_array(outs["bias"]), ref, atol=1e-6), as_array(outs["bias"])
+    assert np.allclose(as_array(outs["reach_10"]), np.log(10) / slopes, rtol=1e-6), outs["reach_10"]
+    table = np.linspace(-1, 1, 64, dtype=np.float32).reshape(32, 2)
+    outs = run_both(server, "analysis", {"table": (table, "FP32")},
+                    {"kind": "bias", "method": "t5", "num_heads": 2, "seq_len": 5})
+    assert outs["bucket_start"][0] == "INT32" and "bias_after" in outs, sorted(outs)
+    # T5 buckets a distance below num_buckets/4 exactly: bucket d on keys
+    # before the query, 16 + d on keys after it
+    assert as_array(outs["buckets"]).tolist() == [0, 1, 2, 3, 4], outs["buckets"]
+    assert as_array(outs["buckets_after"]).tolist() == [0, 17, 18, 19, 20], outs["buckets_after"]
+
+
+def test_analysis_json_values_in_parameters(server):
+    """The planner's settings are JSON, not tensors: their JSON text in the
+    answer's parameters, equal to /v1's; the tensors as usual, binary too."""
+    v1 = server.post("/v1/analysis", json=ANALYSIS_EXTEND).json()
+    for binary in (False, True):
+        r = infer(server, "analysis", {"id": "plan", "inputs": [],
+                                       "parameters": dict(ANALYSIS_EXTEND, binary_data_output=binary)})
+        assert r.status == 200, r
+        head, outs = parse_answer(r)
+        assert set(head["parameters"]) == {"methods", "configs"}, head["parameters"]
+        for name in ("methods", "configs"):
+            assert isinstance(head["parameters"][name], str), head["parameters"]
+            assert json.loads(head["parameters"][name]) == v1[name], name
+        assert "configs" not in outs and outs["inv_freq"][1] == [6, 4], outs["inv_freq"]
+        assert_same_as_v1(server, "analysis", outs, ANALYSIS_EXTEND)
+    # named in outputs: only the named ones come, wherever they belong
+    r = infer(server, "analysis", {"inputs": [], "parameters": ANALYSIS_EXTEND,
+                                   "outputs": [{"name": "configs"}, {"name": "factor"}]})
+    head = r.json()
+    assert list(head["parameters"]) == ["configs"], head
+    assert [o["name"] for o in head["outputs"]] == ["factor"] and head["outputs"][0]["data"] == [4], head
+    r = infer(server, "analysis", {"inputs": [], "parameters": ANALYSIS_EXTEND,
+                                   "outputs": [{"name": "factor"}]})
+    assert "parameters" not in r.json(), r.json()
+    # binary data for a JSON value is refused, naming the output
+    p = check_error(infer(server, "analysis", {
+        "inputs": [], "parameters": ANALYSIS_EXTEND,
+        "outputs": [{"name": "configs", "parameters": {"binary_data": True}}]}), 400)
+    assert "JSON value" in p["error"] and p["field"] == "/outputs/0", p
 
 
 def test_output_dtypes(server):

@@ -277,6 +277,9 @@ static const struct {
     {"GET", "/v2/models/attention", 0},
     {"GET", "/v2/models/attention/ready", 0},
     {"POST", "/v2/models/attention/infer", 0},
+    {"GET", "/v2/models/analysis", 0},
+    {"GET", "/v2/models/analysis/ready", 0},
+    {"POST", "/v2/models/analysis/infer", 0},
 };
 #define N_API_ROUTES (sizeof g_api_routes / sizeof g_api_routes[0])
 
