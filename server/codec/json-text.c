@@ -419,10 +419,15 @@ static int record_lift(struct scan *s, const struct frame *fr, int depth,
   return 1;
 }
 
+/* 1 for the bytes extent() must look at beyond counting commas. */
+static const uint8_t g_brackets[256] = {['['] = 1, [']'] = 1, ['{'] = 1};
+
 /* The end of the array whose '[' is at t[pos] -- one past its ']' -- and
  * an upper bound of the numbers in it (its commas + 1), by brackets and
  * commas alone: the cheap pass that sizes the buffer.  0 when it holds an
- * object or does not end. */
+ * object or does not end.  Commas are counted without a branch: numbers
+ * of varying length make a branch on each comma one the CPU keeps
+ * mispredicting, and this pass reads every byte of the array. */
 static int extent(const struct scan *s, size_t pos, size_t *close,
                   int64_t *most)
 {
@@ -431,46 +436,97 @@ static int extent(const struct scan *s, size_t pos, size_t *close,
   int depth = 0;
 
   for (p = t + pos; p < e; p++) {
-    if (*p == ',') {
-      commas++;
-    } else if (*p == '[') {
-      depth++;
-    } else if (*p == ']') {
-      if (--depth == 0) {
-        *close = (size_t)(p - t) + 1;
-        *most = commas + 1;
-        return 1;
-      }
-    } else if (*p == '{') {
+    commas += *p == ',';
+    if (!g_brackets[(uint8_t)*p])
+      continue;
+    if (*p == '{')
       return 0;
+    if (*p == '[') {
+      depth++;
+    } else if (--depth == 0) {
+      *close = (size_t)(p - t) + 1;
+      *most = commas + 1;
+      return 1;
     }
   }
   return 0;
 }
 
-/* Read the array whose '[' is at t[pos] and which ends at t[close - 1]
- * into v (room for `most` numbers): its rank (the arrays nested in it,
- * all as deep), shape and numbers, when it is a rectangular array of
- * numbers (and "inf", "-inf", "nan") with commas where JSON wants them, and
- * rows of at least min_row.  0 for anything else -- other values, ragged
- * rows, deeper than max_rank, a token jansson would not accept as a number,
- * malformed text -- which is left to jansson, which says why. */
-static int read_array(const struct scan *s, size_t pos, size_t close,
-                      int max_rank, int64_t min_row, double *v,
-                      int64_t most, int *rank, int64_t *shape, int64_t *n)
+/* The rank of the array whose '[' is at t[pos]: the brackets that open its
+ * first element, and its own.  0 when that is more than max_rank. */
+static int leading_rank(const struct scan *s, size_t pos, int max_rank)
+{
+  const char *t = s->t, *e = t + s->len, *p;
+  int r = 0;
+
+  for (p = t + pos; p < e && (*p == '[' || is_ws(*p)); p++)
+    if (*p == '[' && r++ == max_rank)
+      return 0;
+  return r;
+}
+
+/* Read the flat array whose '[' is at t[pos] and which ends at t[close - 1]
+ * into v (room for `most` numbers): rank 1, every "data" array, so worth a
+ * loop of its own -- a number (or "inf", "-inf", "nan"), then ',' or the
+ * closing ']', with no per-element bookkeeping.  Every scan stops at that
+ * ']' (neither whitespace nor part of a number), so none needs a bound.
+ * 0 when it is not such an array of at least min numbers. */
+static int read_flat(const struct scan *s, size_t pos, size_t close,
+                     int64_t min, double *v, int64_t most, int64_t *n)
+{
+  const char *p = s->t + pos + 1, *last = s->t + close - 1, *q;
+  int64_t k = 0;
+  size_t tl;
+
+  for (;;) {
+    while (is_ws(*p))
+      p++;
+    if (k == most)
+      return 0;
+    if (*p == '"') {
+      tl = span_string(p, last, &v[k]);
+    } else {
+      for (q = p; g_numch[(uint8_t)*q]; q++)
+        ;
+      tl = (size_t)(q - p);
+      if (tl && srv_codec__parse_number(p, tl, &v[k]) != 0)
+        tl = 0;
+    }
+    if (!tl)
+      return 0; /* not a number jansson takes, or not a number at all */
+    k++;
+    for (p += tl; is_ws(*p); p++)
+      ;
+    if (*p != ',')
+      break;
+    p++;
+  }
+  if (p != last || k < min)
+    return 0; /* a missing comma, or too short */
+  *n = k;
+  return 1;
+}
+
+/* Read the array of rank r (leading_rank) whose '[' is at t[pos] and which
+ * ends at t[close - 1] into v (room for `most` numbers): its shape and
+ * numbers, when it is a rectangular array of numbers (and "inf", "-inf",
+ * "nan") with commas where JSON wants them, every array nested in it as
+ * deep as the first, and rows of at least min_row.  0 for anything else --
+ * other values, ragged rows, deeper than r, a token jansson would not
+ * accept as a number, malformed text -- which is left to jansson, which
+ * says why. */
+static int read_array(const struct scan *s, size_t pos, size_t close, int r,
+                      int64_t min_row, double *v, int64_t most,
+                      int64_t *shape, int64_t *n)
 {
   const char *t = s->t, *e = t + close, *p, *q;
   int64_t count[AB_MAX_DIMS], k = 0;
-  int r = 0, level = -1, i;
+  int level = -1, i;
   /* What may come next: 0 an element or ']' (after '['), 1 an element
    * (after ','), 2 ',' or ']' (after an element). */
   int next = 0;
   size_t tl;
 
-  /* The rank: the brackets that open the first element. */
-  for (p = t + pos; p < e && (*p == '[' || is_ws(*p)); p++)
-    if (*p == '[' && r++ == max_rank)
-      return 0;
   for (i = 0; i < r; i++)
     shape[i] = -1;
   for (p = t + pos; p < e; p++) {
@@ -524,7 +580,6 @@ static int read_array(const struct scan *s, size_t pos, size_t close,
   }
   if (p != e - 1 || shape[r - 1] < min_row)
     return 0;
-  *rank = r;
   *n = k;
   return 1;
 }
@@ -541,19 +596,28 @@ static int try_lift(struct scan *s, const struct frame *fr, int depth,
   int room = SRV_CODEC_MAX_DEPTH - depth;
   int max_rank = data ? 1 : room < AB_MAX_DIMS ? room : AB_MAX_DIMS;
   int64_t min = data ? SRV_CODEC_SPAN_MIN : SRV_CODEC_ROW_MIN, most;
+  int rank = leading_rank(s, pos, max_rank), ok;
   struct srv_codec_lift l;
   double *v;
 
-  if (!extent(s, pos, end, &most) || most < min ||
-      (uint64_t)most > SIZE_MAX / sizeof(double) || !path_plain(s, fr, depth))
+  /* A flat list that is not "data" is no candidate: decided before the
+   * array is measured or its memory reserved. */
+  if (!rank || (!data && rank < 2) || !extent(s, pos, end, &most) ||
+      most < min || (uint64_t)most > SIZE_MAX / sizeof(double) ||
+      !path_plain(s, fr, depth))
     return 0;
   v = srv_codec__alloc(s->c, (size_t)most * sizeof(double), "", err);
   if (!v)
     return -1;
   memset(&l, 0, sizeof l);
-  if (!read_array(s, pos, *end, max_rank, min, v, most, &l.rank, l.shape,
-                  &l.n) ||
-      (!data && l.rank < 2))
+  l.rank = rank;
+  if (rank == 1) {
+    ok = read_flat(s, pos, *end, min, v, most, &l.n);
+    l.shape[0] = l.n;
+  } else {
+    ok = read_array(s, pos, *end, rank, min, v, most, l.shape, &l.n);
+  }
+  if (!ok)
     return 0;
   l.kind = data ? SRV_LIFT_DATA : SRV_LIFT_NESTED;
   l.v = v;

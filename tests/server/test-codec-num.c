@@ -626,6 +626,143 @@ TEST(data_fast_path_errors)
   return 0;
 }
 
+/* ---- the flat reader, element by element --------------------------------- */
+
+/* {"t": {"dtype": "float64", "shape": [commas + 1], "data": [` elems tail`}
+ * read twice: by the pre-scan, which lifts the array when its flat reader
+ * takes it, and through jansson's tree alone (a text parsed for no call).
+ * Both must give the same float64 values bit for bit, or the same error word
+ * for word.  Returns whether the pre-scan lifted it, -1 when the two
+ * readings differ. */
+static int flat_both_ways(const char *elems, const char *tail)
+{
+  size_t n = strlen(elems) + strlen(tail) + 96, len, i, commas = 0;
+  char *text = malloc(n);
+  struct srv_call c[2];
+  struct srv_err err[2];
+  struct ab_tensor t[2];
+  int r[2], k, lifted, same;
+
+  if (!text)
+    return -1;
+  for (i = 0; elems[i]; i++)
+    commas += elems[i] == ',';
+  len = (size_t)snprintf(text, n, "{\"t\": {\"dtype\": \"float64\", \"shape\": "
+                         "[%zu], \"data\": [%s%s", commas + 1, elems, tail);
+  for (k = 0; k < 2; k++) {
+    call_init(&c[k], text, len);
+    memset(&err[k], 0, sizeof err[k]);
+    c[k].params = srv_codec__parse_object(k ? NULL : &c[k], text, len,
+                                          "the request body", &err[k]);
+    r[k] = c[k].params ? srv_codec_tensor(&c[k], "t", 1, &t[k], &err[k]) : -1;
+  }
+  lifted = c[0].codec && ((struct srv_codec_state *)c[0].codec)->nlifts > 0;
+  if (r[0] == 1 && r[1] == 1)
+    same = t[0].dtype == AB_DTYPE_F64 && t[1].dtype == AB_DTYPE_F64 &&
+           ab_tensor_numel(&t[0]) == ab_tensor_numel(&t[1]) &&
+           memcmp(t[0].data, t[1].data,
+                  (size_t)ab_tensor_numel(&t[0]) * 8) == 0;
+  else
+    same = r[0] == r[1] && err[0].http == err[1].http &&
+           strcmp(err[0].field, err[1].field) == 0 &&
+           strcmp(err[0].detail, err[1].detail) == 0;
+  if (!same)
+    fprintf(stderr, "# lifted %d: %d %s | jansson: %d %s\n", lifted, r[0],
+            err[0].detail, r[1], err[1].detail);
+  for (k = 0; k < 2; k++)
+    call_free(&c[k]);
+  free(text);
+  return same ? lifted : -1;
+}
+
+/* n numbers in the forms a client writes (integers, fractions, exponents
+ * of both cases and signs, both zeros, a subnormal, a 2^53 neighbour),
+ * element `at` replaced by `odd` (at < 0: none), each followed by the
+ * separator seps[i % 5]. */
+static char *flat_elems(int n, int at, const char *odd)
+{
+  static const char *const seps[] = {",", ", ", " ,\n", "\t,\t",
+                                     "\r\n,\r\n  "};
+  static const char *const forms[] = {"%d", "-%d.25", "%de-3", "-%dE+2",
+                                      "-0", "-0.0", "%d.5e-310",
+                                      "900719925474099%d"};
+  char *s = malloc((size_t)n * 40 + strlen(odd) + 16);
+  size_t at_ = 0;
+  int i;
+
+  if (!s)
+    return NULL;
+  at_ += (size_t)sprintf(s, "\n ");
+  for (i = 0; i < n; i++) {
+    if (i == at)
+      at_ += (size_t)sprintf(s + at_, "%s", odd);
+    else
+      at_ += (size_t)sprintf(s + at_, forms[i % 8], i % 10);
+    if (i + 1 < n)
+      at_ += (size_t)sprintf(s + at_, "%s", seps[i % 5]);
+  }
+  sprintf(s + at_, " \n");
+  return s;
+}
+
+/* What the flat reader takes, it reads as jansson does; what it does not,
+ * it leaves to jansson -- whitespace of every kind, the lift threshold,
+ * elements of every other kind in the middle, arrays that end early. */
+TEST(data_flat_reader_agrees_with_jansson)
+{
+  static const char *const taken[] = {
+      "\"inf\"", "\"-inf\"", "\"nan\"", "1e-400", "-0", "0e0", "1E+2",
+      "123456789012345678", "1.7976931348623157e308", "-9223372036854775808",
+  };
+  static const char *const refused[] = {
+      "null", "true", "\"x\"", "[1]", "{}", "\"]\"", "\"Infinity\"",
+      "NaN", "01", "1.", ".5", "+1", "-", "1e", "0x10", "1e400",
+      "99999999999999999999", "", "1 2", "\"inf",
+  };
+  static const int sizes[] = {63, 64, 65, 100000};
+  size_t i;
+  char *e;
+
+  for (i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    e = flat_elems(sizes[i], -1, "");
+    CHECK(e != NULL);
+    if (flat_both_ways(e, "]}}") != (sizes[i] >= SRV_CODEC_SPAN_MIN))
+      FAIL_AT("%d numbers", sizes[i]);
+    free(e);
+  }
+  for (i = 0; i < sizeof taken / sizeof *taken; i++) {
+    e = flat_elems(100, 40, taken[i]);
+    CHECK(e != NULL);
+    if (flat_both_ways(e, "]}}") != 1)
+      FAIL_AT("element %s: not lifted, or read otherwise", taken[i]);
+    free(e);
+  }
+  /* Late in the array, past the threshold, so that a reader that stopped
+   * there would have numbers enough to lift. */
+  for (i = 0; i < sizeof refused / sizeof *refused; i++) {
+    e = flat_elems(100, 80, refused[i]);
+    CHECK(e != NULL);
+    if (flat_both_ways(e, "]}}") != 0)
+      FAIL_AT("element '%s': lifted, or another error", refused[i]);
+    free(e);
+  }
+  /* An array that ends early: a ']' in the middle (what follows is then
+   * jansson's to refuse, at the same byte), a trailing comma, no ']', no
+   * text left. */
+  e = flat_elems(100, 80, "1]");
+  CHECK(e != NULL);
+  CHECK(flat_both_ways(e, "]}}") >= 0);
+  free(e);
+  e = flat_elems(100, -1, "");
+  CHECK(e != NULL);
+  CHECK_EQ_I64(flat_both_ways(e, ",]}}"), 0);
+  CHECK_EQ_I64(flat_both_ways(e, "}}"), 0);
+  CHECK_EQ_I64(flat_both_ways(e, ""), 0);
+  CHECK_EQ_I64(flat_both_ways(e, "]"), 0);
+  free(e);
+  return 0;
+}
+
 /* Long "b64" strings are read from the body in place; the result is the
  * same as for a short one that jansson copies. */
 TEST(b64_fast_path)
