@@ -297,8 +297,8 @@ soak: $(DEPS_STAMP) $(SERVER) $(SOAK_BIN)
 #                    tensors by path, the answer in every format, problem+json
 #   params-<route>   one route's parameters from JSON: decode, the model
 #                    config step, prepare (tables, budgets), run, finish,
-#                    encode -- encodings, rope, bias,
-#                    attention (one fuzz-params.c, built once per route)
+#                    encode -- encodings, rope, bias, attention,
+#                    analysis (one fuzz-params.c, built once per route)
 #   safetensors      safetensors bodies: header, __metadata__.params, a route's
 #                    prepare (also on a partly arrived body), answer round trip
 #   npy              the .npy writer, read back by the target's own reader
@@ -329,7 +329,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   ?=
-FUZZ_ROUTES   = encodings rope bias attention
+FUZZ_ROUTES   = encodings rope bias attention analysis
 FUZZ_TARGETS  = codec $(FUZZ_ROUTES:%=params-%) safetensors npy b64 number png \
                 model v2
 TARGET       ?= $(FUZZ_TARGETS)

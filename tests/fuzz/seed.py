@@ -32,8 +32,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MAX_BODY = 64 << 10
-# The body routes in routes.def order (fuzz_route_at's index).
+# The body routes in routes.def order (fuzz_route_at's index: the
+# safetensors target's route byte picks one of these).
 ROUTES = ["encodings", "rope", "bias", "attention"]
+# The routes with a params-<route> target (FUZZ_ROUTES of the Makefile).
+PARAM_ROUTES = ROUTES + ["analysis"]
 
 
 class Seeds:
@@ -53,13 +56,14 @@ class Seeds:
 
     def request(self, path, headers, body):
         m = re.fullmatch(r"/v1/(\w+)", path or "")
-        if not m or m.group(1) not in ROUTES or not body or len(body) > MAX_BODY:
+        if (not m or m.group(1) not in PARAM_ROUTES or not body or
+                len(body) > MAX_BODY):
             return
-        route = ROUTES.index(m.group(1))
         h = {k.lower(): v for k, v in (headers or {}).items() if v is not None}
         ctype = h.get("content-type", "application/json")
         accept = h.get("accept")
-        if "safetensors" in ctype:
+        if "safetensors" in ctype and m.group(1) in ROUTES:
+            route = ROUTES.index(m.group(1))
             self.add("safetensors", bytes([route]) + body)
             if m.group(1) == "attention":
                 self.add("safetensors", bytes([route | 16 << 2]) + body)
