@@ -318,7 +318,7 @@ soak: $(DEPS_STAMP) $(SERVER) $(SOAK_BIN)
 #                           the corpora with them too
 # Corpora: tests/fuzz/corpus/<t>/ (minimised; files named crash-* reproduce
 # fixed bugs and are always kept).
-#   make fuzz [TARGET=t] [FUZZ_SECONDS=60] [FUZZ_FLAGS=...]
+#   make fuzz [TARGET=t] [FUZZ_SECONDS=60] [FUZZ_TIMEOUT=10] [FUZZ_FLAGS=...]
 #       fuzz every target (or t) for FUZZ_SECONDS each, from a scratch copy of
 #       its corpus in $(FUZZ_BUILD)/corpus/<t>/; a crash is written to
 #       $(FUZZ_BUILD)/artifacts/<t>/ and stops the run
@@ -359,8 +359,11 @@ FUZZ_REPLAYS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 FUZZ_SAN     = -fsanitize=fuzzer-no-link,address,undefined \
                -fno-sanitize-recover=undefined
 # libFuzzer's options for `make fuzz`: a slow input (a budget that does not
-# hold) is a crash after 10 s, so is one allocation over 512 MiB.
-FUZZ_RUN     = -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+# hold) is a crash after FUZZ_TIMEOUT s of wall time, so is one allocation
+# over 512 MiB.  On a loaded machine raise FUZZ_TIMEOUT (say 60): an input
+# that is not slow can still wait 10 s for a core.
+FUZZ_TIMEOUT ?= 10
+FUZZ_RUN     = -timeout=$(FUZZ_TIMEOUT) -rss_limit_mb=2048 -malloc_limit_mb=512 \
                -print_final_stats=1
 
 .PHONY: fuzz fuzz-build fuzz-bins fuzz-deps fuzz-merge fuzz-replay

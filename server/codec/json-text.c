@@ -286,15 +286,34 @@ static size_t span_string(const char *p, const char *e, double *v)
   return 0;
 }
 
+/* Whether a raw key is the string jansson would read: no escape (jansson
+ * would decode it), no control character and valid UTF-8 (jansson refuses
+ * both).  A member cut out of the text is never seen by jansson, so a key
+ * it would refuse must stay in the text for jansson to refuse. */
+static int key_plain(const char *k, size_t n)
+{
+  const unsigned char *p = (const unsigned char *)k;
+  size_t i = 0, sl;
+
+  while (i < n) {
+    if (p[i] == '\\' || p[i] < 0x20)
+      return 0;
+    sl = utf8_seq(p + i, n - i);
+    if (!sl)
+      return 0;
+    i += sl;
+  }
+  return 1;
+}
+
 /* Whether the member the innermost frame is at can be found again by a
- * JSON pointer built from the raw text: no key on its path holds an
- * escape (jansson would decode it). */
+ * JSON pointer built from the raw text, every key on its path plain. */
 static int path_plain(const struct scan *s, const struct frame *fr, int depth)
 {
   int i;
 
   for (i = 0; i < depth; i++)
-    if (fr[i].obj && memchr(s->t + fr[i].koff, '\\', fr[i].klen))
+    if (fr[i].obj && !key_plain(s->t + fr[i].koff, fr[i].klen))
       return 0;
   return 1;
 }

@@ -136,14 +136,27 @@ int srv_codec__image_init(struct srv_image *im, int w, int h)
   return 0;
 }
 
+/* Clipped to the picture.  The first row is painted pixel by pixel and
+ * copied to the others: a whole picture's background is one row's work
+ * and h memcpy calls, not w * h three-byte copies. */
 void srv_codec__fill_rect(struct srv_image *im, int x0, int y0, int w, int h,
                           const unsigned char *rgb)
 {
+  int xa = x0 < 0 ? 0 : x0, ya = y0 < 0 ? 0 : y0;
+  int xb = x0 + w < im->w ? x0 + w : im->w; /* exclusive */
+  int yb = y0 + h < im->h ? y0 + h : im->h;
+  unsigned char *row;
+  size_t stride = (size_t)im->w * 3, len;
   int x, y;
 
-  for (y = y0 < 0 ? 0 : y0; y < y0 + h && y < im->h; y++)
-    for (x = x0 < 0 ? 0 : x0; x < x0 + w && x < im->w; x++)
-      memcpy(im->px + ((size_t)y * im->w + x) * 3, rgb, 3);
+  if (xa >= xb || ya >= yb)
+    return;
+  row = im->px + (size_t)ya * stride + (size_t)xa * 3;
+  len = (size_t)(xb - xa) * 3;
+  for (x = 0; x < xb - xa; x++)
+    memcpy(row + (size_t)x * 3, rgb, 3);
+  for (y = ya + 1; y < yb; y++)
+    memcpy(row + (size_t)(y - ya) * stride, row, len);
 }
 
 /* Blend rgb over pixel (x, y) with coverage a in [0, 1]. */

@@ -409,7 +409,7 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
   memset(&s, 0, sizeof s);
   s.dtype = dtype;
   if (jb || lb) {
-    int64_t want = n * (int64_t)ab_dtype_size((enum ab_dtype)dtype), got;
+    int64_t want, got;
     const char *b;
     size_t blen, bad;
     snprintf(fp, sizeof fp, "%s", ptr);
@@ -419,6 +419,7 @@ static int from_object(struct srv_call *c, const json_t *j, const char *ptr,
                       fp, type_name(jb));
     if (n > INT64_MAX / 8)
       return srv_fail(err, 400, fp, "%s: shape has too many elements", fp);
+    want = n * (int64_t)ab_dtype_size((enum ab_dtype)dtype); /* no overflow */
     /* A long base64 text is read where it lies in the body. */
     b = lb ? lb->text : json_string_value(jb);
     blen = lb ? lb->len : json_string_length(jb);

@@ -831,6 +831,12 @@ TEST(codec_tensor_b64_form)
               "/x/b64");
   EXPECT_FAIL("{\"x\": {\"shape\": [1], \"b64\": 5}}", "x", 400, "/x/b64");
   EXPECT_FAIL("{\"x\": {\"b64\": \"AACAPw==\"}}", "x", 400, "/x/shape");
+  /* A count of elements whose bytes overflow int64: refused before the
+   * byte count is formed (signed overflow, found by fuzz-params-attention
+   * under UBSan). */
+  EXPECT_FAIL("{\"x\": {\"shape\": [4611686018213693952, 2], "
+              "\"dtype\": \"float64\", \"b64\": \"AAAA\"}}",
+              "x", 400, "/x/b64");
   return 0;
 }
 
