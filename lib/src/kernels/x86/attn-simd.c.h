@@ -259,8 +259,8 @@ static void V_FN(softmax_tile)(const struct ab__attn_tile *t)
  * qk_rows and pv_rows (see kernels/attn.h) for the blocks of a handful of
  * rows that decoding makes.  Register blocks, from the including file:
  *   QKR_KB x QKR_RB    keys x rows of q.k dot products, each accumulated
- *                      over the head dimension in one vector, then summed
- *                      across its lanes;
+ *                      over the head dimension in one vector; the block's
+ *                      V_W vectors are then reduced together (sum_lanes);
  *   PVR_RB x PVR_CB    rows x vectors of output columns, each key's value
  *                      row loaded once per block and used for every row.
  * The element type `e` is a constant in every inlined body, so each type
@@ -289,7 +289,55 @@ AI V load_elem_part(const void *p, int64_t off, int64_t n, const int e)
   return load_elem(h, 0, e);
 }
 
-/* s[a*lds + b] = k_a . q_b for KB keys and RB rows. */
+/* Lane sums of n vectors (n a power of 2, at most V_W; x is overwritten):
+ * lane l of the result is the sum of the lanes of x[l % n].  Level h folds
+ * pairs of vectors into one, adding lanes l and l ^ h of the first where
+ * lane bit h is clear and of the second where it is set; past n the vector
+ * folds onto itself.  V_W sums cost V_W - 1 folds (two blends, a swap and
+ * an add each) instead of V_W full horizontal reductions, and come out as
+ * one vector. */
+AI V sum_lanes(V *x, const int n)
+{
+  int h, i, w = n;
+
+  V_UNROLL(4)
+  for (h = 1; h < n; h *= 2) {
+    V_UNROLL(8)
+    for (i = 0; i < w / 2; i++) {
+      V a = x[2 * i], b = x[2 * i + 1];
+      x[i] = V_ADD(V_BLEND_BIT(a, b, h), V_SWAP(V_BLEND_BIT(b, a, h), h));
+    }
+    w /= 2;
+  }
+  V_UNROLL(4)
+  for (; h < V_W; h *= 2)
+    x[0] = V_ADD(x[0], V_SWAP(x[0], h));
+  return x[0];
+}
+
+#if QKR_KB * QKR_RB != V_W || QKR_RB != 4
+#error "attn-simd.c.h: QKR_KB x QKR_RB must be one vector of 4-row groups"
+#endif
+
+/* Keys ahead of the one being read that the few-row kernels prefetch: the
+ * kernels alternate between a stream of keys and one of values, and
+ * between them the softmax, so the hardware's prefetcher alone leaves the
+ * loads waiting on memory (perf: most samples of qk_rows on its loads). */
+#define ROWS_PREFETCH_KEYS 8
+
+/* Prefetch the n bytes at p into L1 (n a multiple of 64 or not). */
+AI void prefetch_bytes(const void *p, int64_t n)
+{
+  int64_t o;
+
+  for (o = 0; o < n; o += 64)
+    V_PREFETCH((const char *)p + o);
+}
+
+/* s[a*lds + b] = k_a . q_b for KB keys and RB rows, written as groups of
+ * QKR_RB rows (rows RB .. QKR_RB - 1 get 0: they are padding, see
+ * kernels/attn.h).  The KB x QKR_RB dot products fill one vector, reduced
+ * at once by sum_lanes with key a's rows in lane group a. */
 AI void qk_rows_block(const int KB, const int RB, const int e, float *s,
                       int64_t lds, const void *k, int64_t ldk, const float *q,
                       int64_t ldq, int64_t d)
@@ -329,11 +377,18 @@ AI void qk_rows_block(const int KB, const int RB, const int e, float *s,
         acc[a][b] = V_FMADD(kv[a], qv, acc[a][b]);
     }
   }
-  V_UNROLL(QKR_KB)
-  for (a = 0; a < KB; a++)
-    V_UNROLL(QKR_RB)
-    for (b = 0; b < RB; b++)
-      s[a * lds + b] = V_HSUM(acc[a][b]);
+  {
+    V x[QKR_KB * QKR_RB], r;
+    V_UNROLL(QKR_KB)
+    for (a = 0; a < QKR_KB; a++)
+      V_UNROLL(QKR_RB)
+      for (b = 0; b < QKR_RB; b++)
+        x[a * QKR_RB + b] = a < KB && b < RB ? acc[a][b] : V_ZERO();
+    r = sum_lanes(x, QKR_KB * QKR_RB);
+    V_UNROLL(QKR_KB)
+    for (a = 0; a < KB; a++)
+      V_STORE4(s + a * lds, r, a);
+  }
 }
 
 #define QKR_CASE(KB, RB)                                                       \
@@ -362,6 +417,11 @@ AI void qk_rows_e(const int e, float *s, int64_t lds, const void *k,
 
   for (j0 = 0; j0 < nk; j0 += QKR_KB) {
     int kb = (int)(nk - j0 < QKR_KB ? nk - j0 : QKR_KB);
+    if (j0 + ROWS_PREFETCH_KEYS + kb <= nk)
+      prefetch_bytes((const char *)k + (size_t)((j0 + ROWS_PREFETCH_KEYS) *
+                                                ldk) * esz,
+                     (int64_t)((size_t)(kb - 1) * (size_t)ldk * esz) +
+                         d * (int64_t)esz);
     for (i0 = 0; i0 < m; i0 += QKR_RB) {
       int rb = (int)(m - i0 < QKR_RB ? m - i0 : QKR_RB);
       switch ((kb - 1) * QKR_RB + (rb - 1)) {
@@ -384,11 +444,14 @@ static void V_FN(qk_rows)(float *s, int64_t lds, const void *k, int64_t ldk,
   }
 }
 
-/* Rows b < RB, columns [0, CB*V_W) of o: o = o*alpha + sum_j p_j v_j. */
+/* Rows b < RB, columns [0, CB*V_W) of o: o = o*alpha + sum_j p_j v_j;
+ * pf: the first pass over these values, which prefetches them. */
 AI void pv_rows_block(const int RB, const int CB, const int e, float *o,
                       int64_t ldo, const float *alpha, const void *v,
-                      int64_t ldv, const float *p, int64_t ldp, int64_t nk)
+                      int64_t ldv, const float *p, int64_t ldp, int64_t nk,
+                      int pf)
 {
+  const size_t esz = e == AB__ELEM_F32 ? 4 : 2;
   V acc[PVR_RB][PVR_CB];
   int64_t j;
   int a, b;
@@ -403,6 +466,10 @@ AI void pv_rows_block(const int RB, const int CB, const int e, float *o,
     }
   for (j = 0; j < nk; j++) {
     V vv[PVR_CB];
+    if (pf && j + ROWS_PREFETCH_KEYS < nk)
+      prefetch_bytes((const char *)v + (size_t)((j + ROWS_PREFETCH_KEYS) *
+                                                ldv) * esz,
+                     (int64_t)(CB * V_W * esz));
     V_UNROLL(PVR_CB)
     for (a = 0; a < CB; a++)
       vv[a] = load_elem(v, j * ldv + a * V_W, e);
@@ -442,7 +509,8 @@ AI void pv_rows_part(const int e, float *o, int64_t ldo, const float *alpha,
 #define PVR_CASE(RB, CB)                                                       \
   case (RB - 1) * PVR_CB + (CB - 1):                                           \
     pv_rows_block(RB, CB, e, o + i0 * ldo + c0, ldo, alpha ? alpha + i0 : NULL, \
-                  (const char *)v + (size_t)c0 * esz, ldv, p + i0, ldp, nk);   \
+                  (const char *)v + (size_t)c0 * esz, ldv, p + i0, ldp, nk,    \
+                  i0 == 0);                                                    \
     break;
 #if PVR_RB == 2 && PVR_CB == 8
 #define PVR_CASES(RB)                                                          \

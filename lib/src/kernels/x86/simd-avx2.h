@@ -88,15 +88,36 @@ AI __m256i v_first(int64_t k)
   _mm256_castsi256_ps(_mm256_slli_epi32(                                       \
       _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define V_LOADU_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-#define V_HSUM(x) v_hsum(x)
+/* Lane sums by folding (attn-simd.c.h's sum_lanes): V_SWAP exchanges lanes
+ * l and l ^ h, V_BLEND_BIT takes b where lane bit h is set, else a
+ * (h = 1, 2, 4).  V_STORE4 stores the 4 lanes of group g (0, 1) at p. */
+#define V_SWAP(x, h) v_swap(x, h)
+#define V_BLEND_BIT(a, b, h) v_blend_bit(a, b, h)
+#define V_STORE4(p, x, g) v_store4(p, x, g)
+#define V_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
-AI float v_hsum(__m256 x)
+AI __m256 v_swap(__m256 x, const int h)
 {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  if (h == 1)
+    return _mm256_permute_ps(x, 0xB1);
+  if (h == 2)
+    return _mm256_permute_ps(x, 0x4E);
+  return _mm256_permute2f128_ps(x, x, 0x01);
+}
 
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+AI __m256 v_blend_bit(__m256 a, __m256 b, const int h)
+{
+  if (h == 1)
+    return _mm256_blend_ps(a, b, 0xAA);
+  if (h == 2)
+    return _mm256_blend_ps(a, b, 0xCC);
+  return _mm256_blend_ps(a, b, 0xF0);
+}
+
+AI void v_store4(float *p, __m256 x, const int g)
+{
+  _mm_storeu_ps(p, g == 0 ? _mm256_castps256_ps128(x)
+                          : _mm256_extractf128_ps(x, 1));
 }
 
 #define VI_LOADU(p) _mm256_loadu_si256((const __m256i *)(p))

@@ -91,7 +91,44 @@ AI __m512i v_dup2_idx(void)
   _mm512_castsi512_ps(_mm512_slli_epi32(                                       \
       _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #define V_LOADU_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define V_HSUM(x) _mm512_reduce_add_ps(x)
+/* Lane sums by folding (attn-simd.c.h's sum_lanes): V_SWAP exchanges lanes
+ * l and l ^ h, V_BLEND_BIT takes b where lane bit h is set, else a
+ * (h = 1, 2, 4, 8).  V_STORE4 stores the 4 lanes of group g (0..3) at p. */
+#define V_SWAP(x, h) v_swap(x, h)
+#define V_BLEND_BIT(a, b, h) v_blend_bit(a, b, h)
+#define V_STORE4(p, x, g) v_store4(p, x, g)
+#define V_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+
+AI __m512 v_swap(__m512 x, const int h)
+{
+  if (h == 1)
+    return _mm512_permute_ps(x, 0xB1);
+  if (h == 2)
+    return _mm512_permute_ps(x, 0x4E);
+  if (h == 4)
+    return _mm512_shuffle_f32x4(x, x, 0xB1);
+  return _mm512_shuffle_f32x4(x, x, 0x4E);
+}
+
+AI __m512 v_blend_bit(__m512 a, __m512 b, const int h)
+{
+  return _mm512_mask_mov_ps(a,
+                            h == 1   ? (__mmask16)0xAAAA
+                            : h == 2 ? (__mmask16)0xCCCC
+                            : h == 4 ? (__mmask16)0xF0F0
+                                     : (__mmask16)0xFF00,
+                            b);
+}
+
+AI void v_store4(float *p, __m512 x, const int g)
+{
+  switch (g) {
+  case 0: _mm_storeu_ps(p, _mm512_castps512_ps128(x)); break;
+  case 1: _mm_storeu_ps(p, _mm512_extractf32x4_ps(x, 1)); break;
+  case 2: _mm_storeu_ps(p, _mm512_extractf32x4_ps(x, 2)); break;
+  default: _mm_storeu_ps(p, _mm512_extractf32x4_ps(x, 3)); break;
+  }
+}
 
 #define VI_LOADU(p) _mm512_loadu_si512(p)
 #define VI_SET1(i) _mm512_set1_epi32(i)
