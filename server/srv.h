@@ -203,9 +203,11 @@ struct srv_seg {
 };
 
 /* A call is written in stages, and each part below has one writer: the
- * stage that fills it, which the stages after it only read.
+ * stage that fills it, which the stages after it only read.  call/ sets
+ * every part up and releases it, and moves a handler's own body into the
+ * response; besides that:
  *
- *   req   http/ (and the early start in call/)   what the client sent
+ *   req   http/ (call/: body_avail, v2 route)    what the client sent
  *   in    the codec's decode, srv_codec_ignore,  what the body says
  *         the model config (srv_config_apply)
  *   plan  the route's handler (prepare, finish)  what is to be computed
@@ -218,7 +220,8 @@ struct srv_seg {
 
 /* ---- request: set by http/ before decode ---- */
 struct srv_call_request {
-  const struct srv_route *route; /* a v2 decode puts the model's /v1 route */
+  const struct srv_route *route; /* a v2 call: its model's /v1 route, once
+                                  * decoded */
   const char *content_type; /* header value or NULL */
   const char *accept;       /* header value or NULL */
   const char *infer_header; /* Inference-Header-Content-Length or NULL */
@@ -290,10 +293,11 @@ struct srv_call_response {
   /* A v2 answer with binary tensors: the length of its JSON header
    * (Inference-Header-Content-Length), 0 for any other answer. */
   size_t infer_header;
-  /* When the sender (http/) sets seg_ok, a binary encoding may leave
-   * large tensors where they lie (arena, body: alive until the call is
-   * released) instead of copying them: the response is then body followed
-   * by seg[0..nseg).  Without it, body is all. */
+  /* When the sender takes segments (seg_ok: srv_call_init sets it, for
+   * http/ sends them), a binary encoding may leave large tensors where
+   * they lie (arena, body: alive until the call is released) instead of
+   * copying them: the response is then body followed by seg[0..nseg).
+   * Without it, body is all. */
   int seg_ok;
   struct srv_seg seg[SRV_MAX_OUTPUTS];
   int nseg;
