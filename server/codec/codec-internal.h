@@ -166,7 +166,7 @@ const void *srv_codec__output_bytes(struct srv_call *c,
 int srv_codec__output_dtype(const struct srv_call *c,
                             const struct srv_output *o);
 /* Append n bytes of tensor data (alive until the call is released) to a
- * binary response: left in place as a segment (srv_call_response.seg) when the
+ * binary response: left in place as a segment (c->resp.seg) when the
  * sender allows it and they are large, or once a segment exists; else
  * copied into c->resp.body.  Returns 0, or -1 with err set. */
 int srv_codec__emit_bytes(struct srv_call *c, const void *p, size_t n,

@@ -1,7 +1,7 @@
 /* test-encode-fast.c: the two shortcuts of codec/encode.c.
  *
- * Binary responses may leave large tensors where they lie (srv_call
- * resp.seg, sent by http/mhd.c without a copy): the bytes on the wire --
+ * Binary responses may leave large tensors where they lie (c->resp.seg,
+ * sent by http/mhd.c without a copy): the bytes on the wire --
  * resp.body followed by the segments -- must be exactly the copied
  * encoding, field by field as the safetensors and .npy formats define
  * them, with the large tensors pointing at their own data and nothing
