@@ -24,9 +24,9 @@ static void call_init(struct srv_call *c, const char *ctype, const char *body,
                       size_t len)
 {
   srv_call_init(c, NULL);
-  c->content_type = ctype;
-  c->body = body;
-  c->body_len = len;
+  c->req.content_type = ctype;
+  c->req.body = body;
+  c->req.body_len = len;
 }
 
 /* Decode `body` as a request and fetch the named tensors; seconds or a
@@ -67,14 +67,14 @@ static double time_encode(const void *x, enum ab_dtype dt, int64_t n,
   double t0, sec = -1;
 
   call_init(&c, "application/json", "{}", 2);
-  c.fmt = SRV_FMT_JSON;
-  c.outputs[0].name = "x";
-  ab_tensor_init(&c.outputs[0].t, (void *)x, dt, 1, &n);
-  c.noutputs = 1;
+  c.in.fmt = SRV_FMT_JSON;
+  c.plan.outputs[0].name = "x";
+  ab_tensor_init(&c.plan.outputs[0].t, (void *)x, dt, 1, &n);
+  c.plan.noutputs = 1;
   t0 = bench_now();
   if (srv_codec_encode(&c, &err) == 0) {
     sec = bench_now() - t0;
-    *len = c.resp_body.len;
+    *len = c.resp.body.len;
   } else {
     printf("  encode failed: %d %s\n", err.http, err.detail);
   }

@@ -58,7 +58,7 @@ static int wait_idle(const sigset_t *set, double secs)
   int left;
 
   /* A call whose client went away still runs on the pool until it sees
-   * it (srv_call.cancel): count it too, so the drain deadline holds.  So
+   * it (c->run.cancel): count it too, so the drain deadline holds.  So
    * do refused connections still lingering (at most --linger-s): their
    * clients, still sending, get the 503 rather than a reset.  And so do
    * connections whose request has not reached the handler yet -- sent but

@@ -12,7 +12,7 @@
  * A request's life: http collects the body -> route match -> auth ->
  * srv_codec_decode_request -> handler prepare (validate, budgets, jobs,
  * outputs declared) -> jobs' pieces run on the pool -> handler finish ->
- * srv_codec_encode -> http sends c->resp_body (and c->resp_seg).  Errors at
+ * srv_codec_encode -> http sends c->resp.body (and c->resp.seg).  Errors at
  * any step become a problem+json body through srv_codec_problem. */
 #ifndef SRV_H
 #define SRV_H
@@ -181,7 +181,7 @@ struct srv_named_tensor {
  * scalar -- a number, or with `json` set a JSON value (compact text in the
  * arena) that JSON answers carry as it is and safetensors answers as a
  * string in __metadata__.  The codec converts float outputs to
- * c->out_dtype on encode. */
+ * c->in.out_dtype on encode. */
 struct srv_output {
   const char *name;
   int is_scalar;
@@ -194,19 +194,40 @@ struct srv_route;
 struct srv_v2; /* codec/v2.c */
 struct srv_stream; /* call/call.c */
 struct srv_cfg_trace; /* handlers/config-apply.c */
+struct srv_call;
 
-/* Bytes of a response sent from where they lie (see srv_call.resp_seg). */
+/* Bytes of a response sent from where they lie (see srv_call_response.seg). */
 struct srv_seg {
   const void *data;
   size_t len;
 };
 
-struct srv_call {
-  /* ---- request: set by http/ before decode ---- */
-  const struct srv_route *route;
+/* A call is written in stages, and each part below has one writer: the
+ * stage that fills it, which the stages after it only read.  call/ sets
+ * every part up and releases it, and moves a handler's own body into the
+ * response; besides that:
+ *
+ *   req   http/ (call/: body_avail, v2 route)    what the client sent
+ *   in    the codec's decode, srv_codec_ignore,  what the body says
+ *         the model config (srv_config_apply)
+ *   plan  the route's handler (prepare, finish)  what is to be computed
+ *   resp  the codec's encode, the error path     what goes back
+ *   run   call/ and work/                        how the jobs run
+ *   ts    each stage, as it ends                 what the call measured
+ *
+ * The arena, which every stage allocates from, belongs to the whole call
+ * (srv_call_init, srv_call_release in call/call.h). */
+
+/* ---- request: set by http/ before decode ---- */
+struct srv_call_request {
+  const struct srv_route *route; /* a v2 call: its model's /v1 route, once
+                                  * decoded */
   const char *content_type; /* header value or NULL */
   const char *accept;       /* header value or NULL */
   const char *infer_header; /* Inference-Header-Content-Length or NULL */
+  /* Prefer: handling=strict (RFC 7240): unknown fields are a 400, and the
+   * answer says Preference-Applied. */
+  int strict;
   const char *body;         /* complete body (owned by http/) */
   size_t body_len;
   /* The buffer holding body, when http/ lets the call free it early: a
@@ -214,9 +235,15 @@ struct srv_call {
    * the next large request (often on the same connection, sent the moment
    * the answer's last byte arrives) can reuse the block (util/buf.c). */
   struct srv_buf *body_buf;
-  struct srv_arena arena;
+  /* Body bytes in place when prepare ran early (0: it ran on the whole
+   * body); the codec must not read past them.  call/ sets it back to 0
+   * when the body is complete. */
+  size_t body_avail;
+};
 
-  /* ---- decoded: set by srv_codec_decode_request ---- */
+/* ---- inputs: set by srv_codec_decode_request, then completed by the
+ * model config and by srv_codec_ignore while the handler reads them ---- */
+struct srv_call_inputs {
   json_t *params;           /* the request object (owned); {} when no body */
   struct srv_named_tensor *bin; /* safetensors tensors, or NULL */
   int nbin;
@@ -229,8 +256,20 @@ struct srv_call {
   /* An Open Inference Protocol call (codec/v2.c): its id, model and the
    * outputs it asked for, in the arena; NULL for every other call. */
   struct srv_v2 *v2;
+  /* Unknown request fields, for X-Attnbias-Ignored: names separated by
+   * commas, ready for the header (srv_codec_ignore); under
+   * req.strict, strict_first is the first unknown field's pointer. */
+  struct srv_buf ignored;
+  char strict_first[192];
+  /* What a model config filled in (srv_config_apply): where each filled
+   * field came from, and the X-Attnbias-Config-Used, -Upstream and -Layer
+   * header values ("" when no config was used). */
+  struct srv_cfg_trace *cfg;
+  char cfg_used[1024], cfg_upstream[512], cfg_layer[64];
+};
 
-  /* ---- set by the handler's prepare ---- */
+/* ---- plan: set by the handler's prepare (and its finish) ---- */
+struct srv_call_plan {
   ab_job_t *jobs[SRV_MAX_JOBS]; /* run before finish; freed by the call */
   int njobs;
   void *state;              /* handler-private, in the arena */
@@ -244,44 +283,28 @@ struct srv_call {
    * Content-Security-Policy): name/value pairs of static strings. */
   const char *const (*custom_headers)[2];
   int ncustom_headers;
-  /* Unknown request fields, for X-Attnbias-Ignored: names separated by
-   * commas, ready for the header (srv_codec_ignore). */
-  struct srv_buf ignored;
-  /* Prefer: handling=strict (RFC 7240): unknown fields are a 400, and the
-   * answer says Preference-Applied; strict_first is the first unknown
-   * field's pointer. */
-  int strict;
-  char strict_first[192];
-  /* What a model config filled in (srv_config_apply): where each filled
-   * field came from, and the X-Attnbias-Config-Used, -Upstream and -Layer
-   * header values ("" when no config was used). */
-  struct srv_cfg_trace *cfg;
-  char cfg_used[1024], cfg_upstream[512], cfg_layer[64];
+};
 
-  /* ---- response: set by srv_codec_encode or the error path ---- */
+/* ---- response: set by srv_codec_encode or the error path ---- */
+struct srv_call_response {
   int status;
-  struct srv_buf resp_body;
-  const char *resp_type;
+  struct srv_buf body;
+  const char *type;
   /* A v2 answer with binary tensors: the length of its JSON header
    * (Inference-Header-Content-Length), 0 for any other answer. */
-  size_t resp_infer_header;
-  double kernel_seconds;    /* time spent in job pieces */
-  /* When each phase ended (srv_now_ns, 0: not reached): the body was in,
-   * decode began, decode + prepare were done, the first and the last piece ran, the
-   * response was encoded.  They make the Server-Timing header. */
-  struct {
-    uint64_t body, decode, prepared, run_start, run_end, encoded;
-  } ts;
-  /* An early call (srv_call_start_early): pieces done when the body was
-   * complete, of how many (Server-Timing "early"). */
-  int64_t early_done, early_pieces;
-  /* When the sender sets resp_seg_ok, a binary encoding may leave large
-   * tensors where they lie (arena, body: alive until the call is
-   * released) instead of copying them: the response is then resp_body
-   * followed by resp_seg[0..nresp_seg).  Without it, resp_body is all. */
-  int resp_seg_ok;
-  struct srv_seg resp_seg[SRV_MAX_OUTPUTS];
-  int nresp_seg;
+  size_t infer_header;
+  /* When the sender takes segments (seg_ok: srv_call_init sets it, for
+   * http/ sends them), a binary encoding may leave large tensors where
+   * they lie (arena, body: alive until the call is released) instead of
+   * copying them: the response is then body followed by seg[0..nseg).
+   * Without it, body is all. */
+  int seg_ok;
+  struct srv_seg seg[SRV_MAX_OUTPUTS];
+  int nseg;
+};
+
+/* ---- run: set by call/ and work/ while the jobs run ---- */
+struct srv_call_run {
   /* Set when the response goes out while the pieces still run (see
    * srv_call_stream_begin): the pool calls piece_done(c, i) after each
    * piece of the call's job that succeeded. */
@@ -295,9 +318,28 @@ struct srv_call {
    * job built with inputs_later): the pool runs a piece only once the body
    * bytes it reads are in (work/work.h, struct srv_gate). */
   struct srv_gate *gate;
-  /* Body bytes in place when prepare ran early (0: it ran on the whole
-   * body); the codec must not read past them. */
-  size_t body_avail;
+  /* An early call (srv_call_start_early): pieces done when the body was
+   * complete, of how many (Server-Timing "early"). */
+  int64_t early_done, early_pieces;
+};
+
+/* ---- timings: each stamp set by the stage that ends there ---- */
+struct srv_call_times {
+  /* When each phase ended (srv_now_ns, 0: not reached): the body was in,
+   * decode began, decode + prepare were done, the first and the last piece
+   * ran, the response was encoded.  They make the Server-Timing header. */
+  uint64_t body, decode, prepared, run_start, run_end, encoded;
+  double kernel_seconds; /* time spent in job pieces */
+};
+
+struct srv_call {
+  struct srv_call_request req;
+  struct srv_arena arena;
+  struct srv_call_inputs in;
+  struct srv_call_plan plan;
+  struct srv_call_response resp;
+  struct srv_call_run run;
+  struct srv_call_times ts;
 };
 
 /* Whether a Prefer header value asks for handling=strict (RFC 7240: the
@@ -318,7 +360,7 @@ enum srv_route_flags {
   SRV_ROUTE_BODY = 2,    /* takes a request body (POST) */
   SRV_ROUTE_PNG = 4,     /* may answer image/png (Accept negotiation) */
   SRV_ROUTE_EARLY = 8,   /* may start computing while a safetensors body
-                          * arrives (its handler honours c->body_avail) */
+                          * arrives (its handler honours c->req.body_avail) */
   SRV_ROUTE_FINISH = 16, /* its finish runs for every answer, not only
                           * image/png: it completes the outputs */
   SRV_ROUTE_V2 = 32      /* an Open Inference Protocol infer route: its
@@ -349,10 +391,10 @@ int srv_route_path_index(const char *path);
  * codec/: bodies <-> tensors
  * ====================================================================== */
 
-/* Decode c->body by c->content_type (JSON or safetensors, else 415) into
- * c->params / c->bin, negotiate c->fmt from c->accept (406 when nothing
- * acceptable is offered), and read the generic output options "encoding",
- * "output_dtype", "output". */
+/* Decode c->req.body by c->req.content_type (JSON or safetensors, else 415)
+ * into c->in.params / c->in.bin, negotiate c->in.fmt from c->req.accept (406
+ * when nothing acceptable is offered), and read the generic output options
+ * "encoding", "output_dtype", "output". */
 int srv_codec_decode_request(struct srv_call *c, struct srv_err *err);
 /* The checks of srv_codec_decode_request that the headers alone decide
  * (415 for Content-Type, 406 for Accept), for refusing before the body is
@@ -389,17 +431,17 @@ int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
  * Returns 0, or -1 if j is neither. */
 int srv_codec_number(const json_t *j, double *out);
 
-/* Encode c->outputs (or c->custom) as c->fmt into c->resp_body/resp_type
- * (binary formats: and c->resp_seg when c->resp_seg_ok).  npy needs
- * exactly one output or c->pick, and no bfloat16 (406). */
+/* Encode c->plan.outputs (or c->plan.custom) as c->in.fmt into c->resp.body and
+ * resp.type (binary formats: and c->resp.seg when c->resp.seg_ok).  npy needs
+ * exactly one output or c->in.pick, and no bfloat16 (406). */
 int srv_codec_encode(struct srv_call *c, struct srv_err *err);
 
-/* The members of request objects.  c->params holds what the client sent,
+/* The members of request objects.  c->in.params holds what the client sent,
  * except the members the codec read beside it: a tensor written as nested
  * arrays of numbers, a long "data" array, a long "b64" string.  Those are
  * not in the tree at all (no stand-in value either); srv_codec_tensor reads
  * them, and these give them to the code that looks for something else. */
-/* Whether obj (an object of c->params) has the member `key` beside it. */
+/* Whether obj (an object of c->in.params) has the member `key` beside it. */
 int srv_codec_beside(const struct srv_call *c, const json_t *obj,
                      const char *key);
 /* The member `key` of obj: the tree's value, or one the codec read beside
@@ -421,8 +463,8 @@ void srv_codec_show(const struct srv_call *c, const json_t *v, char *buf,
                     size_t size);
 
 /* An unknown field at a JSON pointer: under Prefer: handling=strict the
- * first one is kept (c->strict_first, the 400's field), and every one is
- * added to c->ignored (the text of X-Attnbias-Ignored) by name: the
+ * first one is kept (c->in.strict_first, the 400's field), and every one is
+ * added to c->in.ignored (the text of X-Attnbias-Ignored) by name: the
  * pointer's tokens joined by dots ("/rope/rope_scaling/odd" ->
  * rope.rope_scaling.odd, as nested tensors are named in safetensors), with
  * the bytes a name in a header list cannot carry percent-encoded (control
@@ -523,7 +565,7 @@ int srv_codec_png_plot(const struct srv_plot *p, struct srv_buf *out,
 void *srv_tensor_alloc(struct srv_call *c, const char *name,
                        enum ab_dtype dtype, int ndim, const int64_t *shape,
                        struct srv_err *err);
-/* Declare an output: srv_tensor_alloc, then appended to c->outputs. */
+/* Declare an output: srv_tensor_alloc, then appended to c->plan.outputs. */
 void *srv_output_tensor(struct srv_call *c, const char *name,
                         enum ab_dtype dtype, int ndim, const int64_t *shape,
                         struct srv_err *err);
@@ -536,7 +578,7 @@ int srv_output_json(struct srv_call *c, const char *name, const json_t *v,
 /* Budgets (srv_cfg): output bytes and estimated flops, before allocating. */
 int srv_check_budget(struct srv_call *c, double out_bytes, double flops,
                      struct srv_err *err);
-/* Append a job to c->jobs (the call frees it). */
+/* Append a job to c->plan.jobs (the call frees it). */
 int srv_add_job(struct srv_call *c, ab_job_t *job, struct srv_err *err);
 
 /* The handlers, declared from routes.def: every route's prepare, and its

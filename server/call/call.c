@@ -1,8 +1,8 @@
 /* call.c: a call's pipeline, independent of MHD -- decode the body, run
  * the handler's prepare, run its jobs (inline when tiny, else on the pool),
  * then finish and encode.  Every failure on the way becomes the call's
- * problem+json response, so the HTTP side only ever sends c->resp_body
- * (followed by c->resp_seg for a binary encoding). */
+ * problem+json response, so the HTTP side only ever sends c->resp.body
+ * (followed by c->resp.seg for a binary encoding). */
 #include "call/call.h"
 #include "metrics/metrics.h"
 #include "util/jsonmem.h"
@@ -28,21 +28,21 @@ struct pending {
 void srv_call_init(struct srv_call *c, const struct srv_route *route)
 {
   memset(c, 0, sizeof *c);
-  c->route = route;
+  c->req.route = route;
   srv_arena_init(&c->arena, 0);
-  srv_buf_init(&c->custom, 0);
-  srv_buf_init(&c->ignored, 0);
+  srv_buf_init(&c->plan.custom, 0);
+  srv_buf_init(&c->in.ignored, 0);
   /* Budgets are checked before computing (srv_check_budget) with the
    * response's largest size; this bound only backs them up, with room for
    * the JSON around the tensors. */
-  srv_buf_init(&c->resp_body,
+  srv_buf_init(&c->resp.body,
                srv_cfg.max_output_mb > 0
                    ? (size_t)(srv_cfg.max_output_mb * 1048576.0) + (1u << 20)
                    : 0);
-  c->out_dtype = AB_DTYPE_F32;
-  /* mhd.c sends resp_body followed by the segments, and keeps the call
+  c->in.out_dtype = AB_DTYPE_F32;
+  /* mhd.c sends resp.body followed by the segments, and keeps the call
    * (its arena and body) alive until they are sent. */
-  c->resp_seg_ok = 1;
+  c->resp.seg_ok = 1;
 }
 
 /* A response smaller than this is sent in one piece after the job: a
@@ -76,18 +76,18 @@ struct srv_stream {
 /* The call is not (or no longer) streamed. */
 static void stream_drop(struct srv_call *c)
 {
-  if (c->stream) {
-    pthread_mutex_destroy(&c->stream->mu);
-    c->stream = NULL;
-    c->piece_done = NULL;
+  if (c->run.stream) {
+    pthread_mutex_destroy(&c->run.stream->mu);
+    c->run.stream = NULL;
+    c->run.piece_done = NULL;
   }
 }
 
 static void gate_drop(struct srv_call *c)
 {
-  if (c->gate) {
-    pthread_mutex_destroy(&c->gate->mu);
-    c->gate = NULL;
+  if (c->run.gate) {
+    pthread_mutex_destroy(&c->run.gate->mu);
+    c->run.gate = NULL;
   }
 }
 
@@ -98,14 +98,14 @@ void srv_call_release(struct srv_call *c)
   stream_drop(c);
   gate_drop(c);
   /* Jobs borrow tensors in the arena and the body: free them first. */
-  for (i = 0; i < c->njobs; i++)
-    ab_job_free(c->jobs[i]);
-  c->njobs = 0;
-  json_decref(c->params);
-  c->params = NULL;
-  srv_buf_free(&c->custom);
-  srv_buf_free(&c->ignored);
-  srv_buf_free(&c->resp_body);
+  for (i = 0; i < c->plan.njobs; i++)
+    ab_job_free(c->plan.jobs[i]);
+  c->plan.njobs = 0;
+  json_decref(c->in.params);
+  c->in.params = NULL;
+  srv_buf_free(&c->plan.custom);
+  srv_buf_free(&c->in.ignored);
+  srv_buf_free(&c->resp.body);
   srv_arena_free(&c->arena);
 }
 
@@ -118,43 +118,44 @@ void srv_call_fail(struct srv_call *c, const struct srv_err *e)
       "\"detail\":\"out of memory while reporting an error\","
       "\"error\":\"out of memory while reporting an error\"}";
 
-  srv_buf_free(&c->resp_body);
-  srv_buf_init(&c->resp_body, 0);
-  c->nresp_seg = 0;
-  c->status = e->http;
-  c->resp_type = "application/problem+json";
-  if (srv_codec_problem(e, &c->resp_body) != 0) {
-    srv_buf_free(&c->resp_body);
-    c->status = 500;
-    if (srv_buf_append(&c->resp_body, fallback, sizeof fallback - 1) != 0)
-      srv_buf_free(&c->resp_body); /* headers only, still a 500 */
+  srv_buf_free(&c->resp.body);
+  srv_buf_init(&c->resp.body, 0);
+  c->resp.nseg = 0;
+  c->resp.status = e->http;
+  c->resp.type = "application/problem+json";
+  if (srv_codec_problem(e, &c->resp.body) != 0) {
+    srv_buf_free(&c->resp.body);
+    c->resp.status = 500;
+    if (srv_buf_append(&c->resp.body, fallback, sizeof fallback - 1) != 0)
+      srv_buf_free(&c->resp.body); /* headers only, still a 500 */
   }
 }
 
 /* After the jobs succeeded: the route's finish for a picture (or for every
  * answer of a route that completes its outputs there), then the body --
- * the handler's own (c->custom) or the codec's encoding of c->outputs. */
+ * the handler's own (c->plan.custom) or the codec's encoding of
+ * c->plan.outputs. */
 static void finish_ok(struct srv_call *c)
 {
   struct srv_err err;
 
-  if (c->route->finish &&
-      (c->fmt == SRV_FMT_PNG || (c->route->flags & SRV_ROUTE_FINISH)) &&
-      c->route->finish(c, &err) != 0) {
+  if (c->req.route->finish &&
+      (c->in.fmt == SRV_FMT_PNG || (c->req.route->flags & SRV_ROUTE_FINISH)) &&
+      c->req.route->finish(c, &err) != 0) {
     srv_call_fail(c, &err);
     return;
   }
-  if (c->custom_type) {
-    srv_buf_free(&c->resp_body);
-    c->resp_body = c->custom;
-    srv_buf_init(&c->custom, 0);
-    c->resp_type = c->custom_type;
+  if (c->plan.custom_type) {
+    srv_buf_free(&c->resp.body);
+    c->resp.body = c->plan.custom;
+    srv_buf_init(&c->plan.custom, 0);
+    c->resp.type = c->plan.custom_type;
   } else if (srv_codec_encode(c, &err) != 0) {
     srv_call_fail(c, &err);
     return;
   }
-  if (!c->status)
-    c->status = 200;
+  if (!c->resp.status)
+    c->resp.status = 200;
   c->ts.encoded = srv_now_ns();
 }
 
@@ -172,7 +173,7 @@ static void stream_maybe_wake(struct srv_stream *s)
 /* Pool thread, after each piece of a streamed call. */
 static void stream_piece_done(struct srv_call *c, int64_t piece)
 {
-  struct srv_stream *s = c->stream;
+  struct srv_stream *s = c->run.stream;
 
   pthread_mutex_lock(&s->mu);
   s->done[piece] = 1;
@@ -188,24 +189,24 @@ static void stream_piece_done(struct srv_call *c, int64_t piece)
 
 /* Pool thread, after a streamed call's last piece: nothing reads the body
  * any more (its tensors were the jobs' inputs; the answer's bytes are the
- * outputs and resp_body), so give it back before the last bytes can go
+ * outputs and resp.body), so give it back before the last bytes can go
  * out.  Kept when a response segment lies in it. */
 static void release_body(struct srv_call *c)
 {
-  const char *lo = c->body, *hi = c->body + c->body_len;
+  const char *lo = c->req.body, *hi = c->req.body + c->req.body_len;
   int i;
 
-  if (!c->body_buf || !c->body)
+  if (!c->req.body_buf || !c->req.body)
     return;
-  for (i = 0; i < c->nresp_seg; i++) {
-    const char *p = c->resp_seg[i].data;
-    if (p + c->resp_seg[i].len > lo && p < hi)
+  for (i = 0; i < c->resp.nseg; i++) {
+    const char *p = c->resp.seg[i].data;
+    if (p + c->resp.seg[i].len > lo && p < hi)
       return;
   }
-  srv_buf_free(c->body_buf);
-  c->body_buf = NULL;
-  c->body = NULL;
-  c->body_len = 0;
+  srv_buf_free(c->req.body_buf);
+  c->req.body_buf = NULL;
+  c->req.body = NULL;
+  c->req.body_len = 0;
 }
 
 /* Pool thread, after the last piece: the same as the inline tail.  A
@@ -215,8 +216,8 @@ static void complete_on_pool(struct srv_call *c, int status,
                              const struct srv_err *err, void *arg)
 {
   (void)arg;
-  if (c->stream) {
-    struct srv_stream *s = c->stream;
+  if (c->run.stream) {
+    struct srv_stream *s = c->run.stream;
 
     release_body(c);
 
@@ -253,12 +254,12 @@ int srv_call_is_tiny(const struct srv_call *c)
   double flops = 0, bytes = 0;
   int i;
 
-  for (i = 0; i < c->njobs; i++)
-    flops += ab_job_flops(c->jobs[i]);
-  for (i = 0; i < c->noutputs; i++) {
-    int64_t n = ab_tensor_numel(&c->outputs[i].t);
-    if (!c->outputs[i].is_scalar && n > 0)
-      bytes += (double)n * (double)ab_dtype_size(c->outputs[i].t.dtype);
+  for (i = 0; i < c->plan.njobs; i++)
+    flops += ab_job_flops(c->plan.jobs[i]);
+  for (i = 0; i < c->plan.noutputs; i++) {
+    int64_t n = ab_tensor_numel(&c->plan.outputs[i].t);
+    if (!c->plan.outputs[i].is_scalar && n > 0)
+      bytes += (double)n * (double)ab_dtype_size(c->plan.outputs[i].t.dtype);
   }
   return flops <= INLINE_MAX_FLOPS && bytes <= INLINE_MAX_BYTES;
 }
@@ -280,9 +281,9 @@ static size_t parse_budget(void)
  * first as the field; the same list goes out as X-Attnbias-Ignored). */
 static void strict_refusal(const struct srv_call *c, struct srv_err *err)
 {
-  srv_fail(err, 400, c->strict_first,
+  srv_fail(err, 400, c->in.strict_first,
            "unknown fields, refused under Prefer: handling=strict: %.400s",
-           c->ignored.data);
+           c->in.ignored.data);
 }
 
 /* An Open Inference Protocol body, decoded, is the /v1 call of its model
@@ -294,12 +295,13 @@ static int v2_as_v1(struct srv_call *c, struct srv_err *err)
   struct srv_err e1;
   char model[64], path[80];
 
-  if (!srv_codec_v2_model(c->route->path, model, sizeof model))
-    return srv_fail(err, 500, NULL, "route %s has no model", c->route->path);
+  if (!srv_codec_v2_model(c->req.route->path, model, sizeof model))
+    return srv_fail(err, 500, NULL, "route %s has no model",
+                    c->req.route->path);
   snprintf(path, sizeof path, "/v1/%s", model);
   if (!(v1 = srv_route_find("POST", path, &e1)))
     return srv_fail(err, 500, NULL, "model %s has no /v1 route", model);
-  c->route = v1;
+  c->req.route = v1;
   return 0;
 }
 
@@ -308,7 +310,7 @@ int srv_call_prepare(struct srv_call *c)
   struct srv_err err;
 
   c->ts.decode = srv_now_ns();
-  if (c->route->flags & SRV_ROUTE_BODY) {
+  if (c->req.route->flags & SRV_ROUTE_BODY) {
     size_t cap = parse_budget();
     int rc;
 
@@ -323,28 +325,28 @@ int srv_call_prepare(struct srv_call *c)
                "more memory than its bytes -- send large tensors as \"data\" "
                "arrays, \"b64\" or safetensors",
                cap >> 20);
-      if (!c->body_avail) /* an early try is not a request's answer */
+      if (!c->req.body_avail) /* an early try is not a request's answer */
         srv_metrics_reject(SRV_REJECT_OVER_BUDGET);
     }
-    if (rc != 0 || (c->v2 && v2_as_v1(c, &err) != 0))
+    if (rc != 0 || (c->in.v2 && v2_as_v1(c, &err) != 0))
       goto fail;
   } else {
     /* GET routes have no parameters and answer in their own format. */
-    c->params = json_object();
-    if (!c->params) {
+    c->in.params = json_object();
+    if (!c->in.params) {
       srv_fail(&err, 500, NULL, "out of memory");
       goto fail;
     }
   }
-  if ((c->route->flags & SRV_ROUTE_BODY) && srv_config_apply(c, &err) != 0)
+  if ((c->req.route->flags & SRV_ROUTE_BODY) && srv_config_apply(c, &err) != 0)
     goto fail;
-  if (c->route->prepare(c, &err) != 0) {
-    if (err.http == 413 && !c->body_avail)
+  if (c->req.route->prepare(c, &err) != 0) {
+    if (err.http == 413 && !c->req.body_avail)
       srv_metrics_reject(SRV_REJECT_OVER_BUDGET);
     srv_config_blame(c, &err);
     goto fail;
   }
-  if (c->strict && c->ignored.len) {
+  if (c->req.strict && c->in.ignored.len) {
     strict_refusal(c, &err);
     goto fail;
   }
@@ -410,10 +412,10 @@ static int cmp_key_piece(const void *a, const void *b)
 /* Back out of an encoding made for streaming: the call runs as usual. */
 static int stream_undo(struct srv_call *c)
 {
-  srv_buf_free(&c->resp_body);
-  c->nresp_seg = 0;
-  c->status = 0;
-  c->resp_type = NULL;
+  srv_buf_free(&c->resp.body);
+  c->resp.nseg = 0;
+  c->resp.status = 0;
+  c->resp.type = NULL;
   return 0;
 }
 
@@ -423,21 +425,21 @@ static int stream_undo(struct srv_call *c)
 static int stream_starts(struct srv_call *c, const ab_job_t *job,
                          struct srv_stream *s)
 {
-  uint64_t off = c->resp_body.len;
+  uint64_t off = c->resp.body.len;
   int64_t p;
   int i, k;
 
   for (p = 0; p < s->npieces; p++)
     s->start[p] = UINT64_MAX;
-  for (i = 0; i < c->nresp_seg; i++) {
+  for (i = 0; i < c->resp.nseg; i++) {
     const struct srv_output *o = NULL;
 
-    for (k = 0; k < c->noutputs && !o; k++)
-      if (!c->outputs[k].is_scalar &&
-          c->outputs[k].t.data == c->resp_seg[i].data &&
-          (uint64_t)ab_tensor_numel(&c->outputs[k].t) * 4 ==
-              c->resp_seg[i].len)
-        o = &c->outputs[k];
+    for (k = 0; k < c->plan.noutputs && !o; k++)
+      if (!c->plan.outputs[k].is_scalar &&
+          c->plan.outputs[k].t.data == c->resp.seg[i].data &&
+          (uint64_t)ab_tensor_numel(&c->plan.outputs[k].t) * 4 ==
+              c->resp.seg[i].len)
+        o = &c->plan.outputs[k];
     if (!o)
       return -1;
     for (p = 0; p < s->npieces; p++) {
@@ -448,7 +450,7 @@ static int stream_starts(struct srv_call *c, const ab_job_t *job,
       if (first != INT64_MAX && off + (uint64_t)first * 4 < s->start[p])
         s->start[p] = off + (uint64_t)first * 4;
     }
-    off += c->resp_seg[i].len;
+    off += c->resp.seg[i].len;
   }
   return 0;
 }
@@ -466,17 +468,17 @@ int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
 
   /* A route's finish runs for image/png answers only, unless it completes
    * the outputs (SRV_ROUTE_FINISH): then they are not final until it ran. */
-  if (c->njobs != 1 || c->custom_type || c->custom.len ||
-      (c->route->flags & SRV_ROUTE_FINISH) ||
-      c->out_dtype != AB_DTYPE_F32 ||
-      (c->fmt != SRV_FMT_SAFETENSORS && c->fmt != SRV_FMT_NPY))
+  if (c->plan.njobs != 1 || c->plan.custom_type || c->plan.custom.len ||
+      (c->req.route->flags & SRV_ROUTE_FINISH) ||
+      c->in.out_dtype != AB_DTYPE_F32 ||
+      (c->in.fmt != SRV_FMT_SAFETENSORS && c->in.fmt != SRV_FMT_NPY))
     return 0;
-  job = c->jobs[0];
+  job = c->plan.jobs[0];
   np = ab_job_pieces(job);
   if (np < 2)
     return 0;
-  for (i = 0; i < c->noutputs; i++) {
-    const struct srv_output *o = &c->outputs[i];
+  for (i = 0; i < c->plan.noutputs; i++) {
+    const struct srv_output *o = &c->plan.outputs[i];
     if (o->is_scalar)
       continue;
     if (o->t.dtype != AB_DTYPE_F32 || !ab_tensor_is_contiguous(&o->t))
@@ -489,11 +491,11 @@ int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
     srv_call_fail(c, &err);
     return -1;
   }
-  if (c->nresp_seg != (c->fmt == SRV_FMT_NPY ? 1 : expect))
+  if (c->resp.nseg != (c->in.fmt == SRV_FMT_NPY ? 1 : expect))
     return stream_undo(c);
-  total = c->resp_body.len;
-  for (i = 0; i < c->nresp_seg; i++)
-    total += c->resp_seg[i].len;
+  total = c->resp.body.len;
+  for (i = 0; i < c->resp.nseg; i++)
+    total += c->resp.seg[i].len;
   if (total < STREAM_MIN_BYTES)
     return stream_undo(c);
 
@@ -522,28 +524,28 @@ int srv_call_stream_begin(struct srv_call *c, void (*wake)(void *arg),
   s->arg = arg;
   if (pthread_mutex_init(&s->mu, NULL) != 0)
     return stream_undo(c);
-  c->stream = s;
-  c->piece_done = stream_piece_done;
-  c->status = 200;
+  c->run.stream = s;
+  c->run.piece_done = stream_piece_done;
+  c->resp.status = 200;
   c->ts.encoded = srv_now_ns();
   return 1;
 }
 
 uint64_t srv_call_stream_length(const struct srv_call *c)
 {
-  return c->stream ? c->stream->total : 0;
+  return c->run.stream ? c->run.stream->total : 0;
 }
 
-/* Copy n bytes of the response (resp_body, then the segments) from pos. */
+/* Copy n bytes of the response (resp.body, then the segments) from pos. */
 static void stream_copy(const struct srv_call *c, uint64_t pos, char *buf,
                         size_t n)
 {
   uint64_t base = 0;
   int i;
 
-  for (i = -1; i < c->nresp_seg && n; i++) {
-    const char *p = i < 0 ? c->resp_body.data : c->resp_seg[i].data;
-    uint64_t len = i < 0 ? c->resp_body.len : c->resp_seg[i].len;
+  for (i = -1; i < c->resp.nseg && n; i++) {
+    const char *p = i < 0 ? c->resp.body.data : c->resp.seg[i].data;
+    uint64_t len = i < 0 ? c->resp.body.len : c->resp.seg[i].len;
 
     if (pos < base + len) {
       size_t k = (size_t)(base + len - pos) < n ? (size_t)(base + len - pos)
@@ -560,7 +562,7 @@ static void stream_copy(const struct srv_call *c, uint64_t pos, char *buf,
 long srv_call_stream_read(struct srv_call *c, uint64_t pos, char *buf,
                           size_t max, void (*suspend)(void *arg), void *arg)
 {
-  struct srv_stream *s = c->stream;
+  struct srv_stream *s = c->run.stream;
   uint64_t ready;
   size_t n;
 
@@ -591,35 +593,35 @@ long srv_call_stream_read(struct srv_call *c, uint64_t pos, char *buf,
  * tensors it reads end at (ab_job_piece_reads); pieces in that order. */
 static int gate_build(struct srv_call *c)
 {
-  const ab_job_t *job = c->jobs[0];
+  const ab_job_t *job = c->plan.jobs[0];
   int64_t np = ab_job_pieces(job), p;
   struct srv_gate *g = srv_arena_alloc(&c->arena, sizeof *g);
   struct key_piece *kp = srv_arena_alloc(&c->arena, (size_t)np * sizeof *kp);
   int64_t *order = srv_arena_alloc(&c->arena, (size_t)np * sizeof *order);
   uint64_t *need = srv_arena_alloc(&c->arena, (size_t)np * sizeof *need);
-  unsigned char *input = srv_arena_alloc(&c->arena, (size_t)c->nbin + 1);
+  unsigned char *input = srv_arena_alloc(&c->arena, (size_t)c->in.nbin + 1);
   int i;
 
   if (!g || !kp || !order || !need || !input)
     return -1;
   /* The body's tensors that the pieces read; the others (a bias table
    * read when the job was built, already in) are not waited for. */
-  for (i = 0; i < c->nbin; i++) {
+  for (i = 0; i < c->in.nbin; i++) {
     int64_t end;
-    input[i] = ab_job_piece_reads(job, 0, c->bin[i].t.data, &end) ==
-               AB_STATUS_OK;
+    input[i] =
+        ab_job_piece_reads(job, 0, c->in.bin[i].t.data, &end) == AB_STATUS_OK;
   }
   for (p = 0; p < np; p++) {
     kp[p].key = 0;
     kp[p].piece = p;
-    for (i = 0; i < c->nbin; i++) {
-      const struct ab_tensor *t = &c->bin[i].t;
+    for (i = 0; i < c->in.nbin; i++) {
+      const struct ab_tensor *t = &c->in.bin[i].t;
       int64_t end;
       uint64_t at;
       if (!input[i] ||
           ab_job_piece_reads(job, p, t->data, &end) != AB_STATUS_OK)
         continue;
-      at = (uint64_t)((const char *)t->data - c->body) +
+      at = (uint64_t)((const char *)t->data - c->req.body) +
            (uint64_t)end * ab_dtype_size((enum ab_dtype)t->dtype);
       if (at > kp[p].key)
         kp[p].key = at;
@@ -634,10 +636,10 @@ static int gate_build(struct srv_call *c)
   g->npieces = np;
   g->order = order;
   g->need = need;
-  atomic_init(&g->avail, c->body_avail);
+  atomic_init(&g->avail, c->req.body_avail);
   if (pthread_mutex_init(&g->mu, NULL) != 0)
     return -1;
-  c->gate = g;
+  c->run.gate = g;
   return 0;
 }
 
@@ -646,15 +648,15 @@ int srv_call_start_early(struct srv_call *c, void (*wake)(void *arg),
                          void (*done)(struct srv_call *c, void *arg),
                          void *done_arg)
 {
-  const struct srv_route *route = c->route;
+  const struct srv_route *route = c->req.route;
 
-  if (!(route->flags & SRV_ROUTE_EARLY) || !c->body_avail)
+  if (!(route->flags & SRV_ROUTE_EARLY) || !c->req.body_avail)
     return 0;
   /* Preparing may read tensors that have not arrived (rope positions sent
    * as a tensor, say) before the handler refuses to go on early: it then
    * reads garbage, fails or not, and everything is undone below and done
    * again on the whole body. */
-  if (srv_call_prepare(c) == 0 && c->njobs == 1 &&
+  if (srv_call_prepare(c) == 0 && c->plan.njobs == 1 &&
       srv_call_stream_begin(c, wake, wake_arg) == 1 && gate_build(c) == 0 &&
       srv_call_submit(c, done, done_arg) == 0)
     return 1;
@@ -666,16 +668,16 @@ int srv_call_start_early(struct srv_call *c, void (*wake)(void *arg),
 
 int srv_call_early_end(struct srv_call *c)
 {
-  struct srv_stream *s = c->stream;
+  struct srv_stream *s = c->run.stream;
   struct srv_err err;
   int failed;
 
-  c->body_avail = 0;
+  c->req.body_avail = 0;
   pthread_mutex_lock(&s->mu);
   failed = s->failed;
   err = s->err;
-  c->early_done = s->ndone;
-  c->early_pieces = s->npieces;
+  c->run.early_done = s->ndone;
+  c->run.early_pieces = s->npieces;
   pthread_mutex_unlock(&s->mu);
   if (!failed)
     return 0;

@@ -11,12 +11,12 @@
 
 /* Zero c and set up its arena and buffers for `route`. */
 void srv_call_init(struct srv_call *c, const struct srv_route *route);
-/* Free everything c owns (jobs, params, buffers, arena); c->body is the
+/* Free everything c owns (jobs, params, buffers, arena); c->req.body is the
  * caller's. */
 void srv_call_release(struct srv_call *c);
 /* Make e the call's response: status and problem+json body. */
 void srv_call_fail(struct srv_call *c, const struct srv_err *e);
-/* Decode the body (c->body complete) and run the handler's prepare.
+/* Decode the body (c->req.body complete) and run the handler's prepare.
  * Returns 0 when the call is ready to run, -1 when its response (an error)
  * is ready in c. */
 int srv_call_prepare(struct srv_call *c);
@@ -35,8 +35,8 @@ int srv_call_submit(struct srv_call *c,
  * made only of float32 outputs that its one job writes in place, with no
  * finish step, is encoded before it runs, and its bytes go out as the
  * pieces finish: a byte is sent once every piece that writes at or below
- * it is done (ab_job_piece_first).  Returns 1: c->stream is set, the
- * response layout (c->resp_body, c->resp_seg, status 200) is final, and
+ * it is done (ab_job_piece_first).  Returns 1: c->run.stream is set, the
+ * response layout (c->resp.body, c->resp.seg, status 200) is final, and
  * the call is to be submitted with srv_call_submit, whose done still comes
  * last; 0: not a streaming call (c unchanged); -1: the response could not
  * be encoded and c holds the error to send instead of running.  wake(arg)
@@ -54,9 +54,9 @@ long srv_call_stream_read(struct srv_call *c, uint64_t pos, char *buf,
 /* The whole response's length. */
 uint64_t srv_call_stream_length(const struct srv_call *c);
 
-/* Computing while the body arrives.  c->body points at a buffer that will
- * hold all c->body_len bytes and never moves; c->body_avail (> 0) of them
- * are in, at least the whole safetensors header.  When the route allows it
+/* Computing while the body arrives.  c->req.body points at a buffer that will
+ * hold all c->req.body_len bytes and never moves; c->req.body_avail (> 0) of
+ * them are in, at least the whole safetensors header.  When the route allows it
  * (SRV_ROUTE_EARLY) and the call prepares without reading tensor data
  * and streams its answer (srv_call_stream_begin), it is submitted gated:
  * each piece runs once the bytes it reads are in (the caller reports them

@@ -31,7 +31,7 @@
 #define SRV_CODEC_ROW_MIN 4
 extern const char *const srv_codec_node_keys[];
 
-/* ---- per-call codec state (c->codec, in the arena) ---------------------- */
+/* ---- per-call codec state (c->in.codec, in the arena) ------------------- */
 
 /* What a lifted member holds. */
 enum srv_lift_kind {
@@ -41,7 +41,7 @@ enum srv_lift_kind {
 };
 
 /* One member the pre-scan lifted out of the text: jansson never sees it,
- * so c->params holds no node for it (and no stand-in of any kind); it lives
+ * so c->in.params holds no node for it (and no stand-in of any kind); it lives
  * here, found by its JSON pointer or by its object and name. */
 struct srv_codec_lift {
   const char *ptr;      /* its JSON pointer ("/q", "/x/data") */
@@ -145,11 +145,11 @@ void *srv_codec__alloc(struct srv_call *c, size_t n, const char *field,
 
 /* ---- safetensors (safetensors.c) ---------------------------------------- */
 
-/* Decode a safetensors request body into c->bin and c->params. */
+/* Decode a safetensors request body into c->in.bin and c->in.params. */
 int srv_codec__st_decode(struct srv_call *c, struct srv_err *err);
-/* Encode c's outputs as a safetensors file into c->resp_body. */
+/* Encode c's outputs as a safetensors file into c->resp.body. */
 int srv_codec__st_encode(struct srv_call *c, struct srv_err *err);
-/* Encode one output as a .npy (format 1.0) file into c->resp_body. */
+/* Encode one output as a .npy (format 1.0) file into c->resp.body. */
 int srv_codec__npy_encode(struct srv_call *c, const struct srv_output *o,
                           struct srv_err *err);
 
@@ -162,35 +162,35 @@ const void *srv_codec__output_bytes(struct srv_call *c,
                                     const struct srv_output *o, int to,
                                     size_t *nbytes, struct srv_err *err);
 /* The dtype an output is written in: int32 stays int32, float outputs take
- * c->out_dtype. */
+ * c->in.out_dtype. */
 int srv_codec__output_dtype(const struct srv_call *c,
                             const struct srv_output *o);
 /* Append n bytes of tensor data (alive until the call is released) to a
- * binary response: left in place as a segment (srv_call.resp_seg) when the
+ * binary response: left in place as a segment (c->resp.seg) when the
  * sender allows it and they are large, or once a segment exists; else
- * copied into c->resp_body.  Returns 0, or -1 with err set. */
+ * copied into c->resp.body.  Returns 0, or -1 with err set. */
 int srv_codec__emit_bytes(struct srv_call *c, const void *p, size_t n,
                           struct srv_err *err);
 
 /* The "data" array of n elements of dtype `to` at bytes, appended to
- * c->resp_body as JSON numbers (as a /v1 JSON answer writes them). */
+ * c->resp.body as JSON numbers (as a /v1 JSON answer writes them). */
 int srv_codec__emit_data(struct srv_call *c, const void *bytes, int to,
                          int64_t n, struct srv_err *err);
 
 /* ---- decode.c ----------------------------------------------------------- */
 
-/* Read the generic output options of c->params: "encoding",
+/* Read the generic output options of c->in.params: "encoding",
  * "output_dtype", "output". */
 int srv_codec__read_options(struct srv_call *c, struct srv_err *err);
 
 /* ---- Open Inference Protocol (v2.c) ------------------------------------- */
 
 /* Decode the v2 request body of c (route flagged SRV_ROUTE_V2) into
- * c->params, c->bin and c->v2, and make c the call of the model's /v1
- * route (c->route). */
+ * c->in.params, c->in.bin and c->in.v2, and make c the call of the model's /v1
+ * route (c->req.route). */
 int srv_codec__v2_decode(struct srv_call *c, struct srv_err *err);
-/* Encode c's outputs as the v2 answer c->v2 asked for: JSON, or JSON
- * followed by binary tensors (c->resp_infer_header set). */
+/* Encode c's outputs as the v2 answer c->in.v2 asked for: JSON, or JSON
+ * followed by binary tensors (c->resp.infer_header set). */
 int srv_codec__v2_encode(struct srv_call *c, struct srv_err *err);
 
 /* The little-endian uint64 at p (safetensors' header length). */

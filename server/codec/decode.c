@@ -1,5 +1,5 @@
 /* decode.c: srv_codec_decode_request -- Content-Type (415), Accept
- * negotiation (406), the request body into c->params / c->bin, and the
+ * negotiation (406), the request body into c->in.params / c->in.bin, and the
  * generic output options "encoding", "output_dtype", "output". */
 #include "codec-internal.h"
 
@@ -265,19 +265,19 @@ int srv_codec__read_options(struct srv_call *c, struct srv_err *err)
 {
   const json_t *j;
 
-  j = json_object_get(c->params, "encoding");
+  j = json_object_get(c->in.params, "encoding");
   if (j) {
     const char *s = json_string_value(j);
     if (s && strcmp(s, "json") == 0)
-      c->b64 = 0;
+      c->in.b64 = 0;
     else if (s && strcmp(s, "b64") == 0)
-      c->b64 = 1;
+      c->in.b64 = 1;
     else
       return srv_fail(err, 400, "/encoding",
                       "encoding %s%.40s%s is not \"json\" or \"b64\"",
                       s ? "\"" : "", s ? s : "(not a string)", s ? "\"" : "");
   }
-  j = json_object_get(c->params, "output_dtype");
+  j = json_object_get(c->in.params, "output_dtype");
   if (j) {
     const char *s = json_string_value(j);
     int d = s ? ab_dtype_parse(s) : -1;
@@ -286,15 +286,15 @@ int srv_codec__read_options(struct srv_call *c, struct srv_err *err)
                       "output_dtype %s%.40s%s is not one of \"float32\", "
                       "\"float16\", \"bfloat16\", \"float64\"",
                       s ? "\"" : "", s ? s : "(not a string)", s ? "\"" : "");
-    c->out_dtype = d;
+    c->in.out_dtype = d;
   }
-  j = json_object_get(c->params, "output");
+  j = json_object_get(c->in.params, "output");
   if (j) {
     if (!json_is_string(j))
       return srv_fail(err, 400, "/output",
                       "output must be a string naming one output");
-    c->pick = srv_arena_strdup(&c->arena, json_string_value(j));
-    if (!c->pick)
+    c->in.pick = srv_arena_strdup(&c->arena, json_string_value(j));
+    if (!c->in.pick)
       return srv_fail(err, 500, "/output", "out of memory");
   }
   return 0;
@@ -372,42 +372,43 @@ int srv_codec_decode_request(struct srv_call *c, struct srv_err *err)
 {
   enum body_kind kind;
 
-  c->params = NULL;
-  c->bin = NULL;
-  c->nbin = 0;
-  c->fmt = SRV_FMT_JSON;
-  c->out_dtype = AB_DTYPE_F32;
-  c->b64 = 0;
-  c->pick = NULL;
-  c->codec = NULL;
+  c->in.params = NULL;
+  c->in.bin = NULL;
+  c->in.nbin = 0;
+  c->in.fmt = SRV_FMT_JSON;
+  c->in.out_dtype = AB_DTYPE_F32;
+  c->in.b64 = 0;
+  c->in.pick = NULL;
+  c->in.codec = NULL;
 
-  if (media(c->route, c->content_type, c->accept, &kind, &c->fmt, err))
+  if (media(c->req.route, c->req.content_type, c->req.accept, &kind, &c->in.fmt,
+            err))
     return -1;
-  if (c->route && (c->route->flags & SRV_ROUTE_V2))
+  if (c->req.route && (c->req.route->flags & SRV_ROUTE_V2))
     return srv_codec__v2_decode(c, err);
-  if (is_npy(c->body, c->body_len))
-    return refuse_npy(c->content_type, err);
+  if (is_npy(c->req.body, c->req.body_len))
+    return refuse_npy(c->req.content_type, err);
 
-  /* Early (c->body_avail): only safetensors can be read in part. */
-  if (c->body_avail && kind != BODY_SAFETENSORS)
+  /* Early (c->req.body_avail): only safetensors can be read in part. */
+  if (c->req.body_avail && kind != BODY_SAFETENSORS)
     return srv_fail(err, 415, NULL,
                     "only a safetensors body can be read before it is "
                     "complete");
-  if (c->body_len == 0) {
+  if (c->req.body_len == 0) {
     if (kind == BODY_SAFETENSORS)
       return srv_fail(err, 400, NULL,
                       "the safetensors body is empty; it needs at least the "
                       "8-byte header length");
-    c->params = json_object();
-    if (!c->params)
+    c->in.params = json_object();
+    if (!c->in.params)
       return srv_fail(err, 500, NULL, "out of memory");
   } else if (kind == BODY_SAFETENSORS) {
     if (srv_codec__st_decode(c, err))
       return -1;
   } else {
-    c->params = srv_codec__parse_object(c, c->body, c->body_len,
-                                        "the request body", err);
-    if (!c->params)
+    c->in.params = srv_codec__parse_object(c, c->req.body, c->req.body_len,
+                                           "the request body", err);
+    if (!c->in.params)
       return -1;
   }
   return srv_codec__read_options(c, err);

@@ -30,7 +30,7 @@ int srv_codec__output_dtype(const struct srv_call *c,
 {
   if (o->t.dtype == AB_DTYPE_I32)
     return AB_DTYPE_I32;
-  return c->out_dtype;
+  return c->in.out_dtype;
 }
 
 /* Copy a strided tensor of any dtype into contiguous row-major bytes. */
@@ -97,7 +97,7 @@ const void *srv_codec__output_bytes(struct srv_call *c,
 
 static int out_fail(struct srv_call *c, size_t need, struct srv_err *err)
 {
-  struct srv_buf *b = &c->resp_body;
+  struct srv_buf *b = &c->resp.body;
   if (b->max && (need > b->max || b->len > b->max - need))
     return srv_fail(err, 413, NULL,
                     "the response would exceed %zu bytes (--max-output-mb); "
@@ -112,17 +112,17 @@ int srv_codec__emit_bytes(struct srv_call *c, const void *p, size_t n,
 {
   /* Once a segment is out, later bytes must follow it on the wire, so they
    * become segments too (one per output at most: the array has room). */
-  if (c->resp_seg_ok && (c->nresp_seg > 0 || n >= SEG_MIN)) {
+  if (c->resp.seg_ok && (c->resp.nseg > 0 || n >= SEG_MIN)) {
     if (n == 0)
       return 0;
-    if (c->nresp_seg >= SRV_MAX_OUTPUTS)
+    if (c->resp.nseg >= SRV_MAX_OUTPUTS)
       return srv_fail(err, 500, NULL, "too many pieces in the response");
-    c->resp_seg[c->nresp_seg].data = p;
-    c->resp_seg[c->nresp_seg].len = n;
-    c->nresp_seg++;
+    c->resp.seg[c->resp.nseg].data = p;
+    c->resp.seg[c->resp.nseg].len = n;
+    c->resp.nseg++;
     return 0;
   }
-  if (srv_buf_append(&c->resp_body, p, n))
+  if (srv_buf_append(&c->resp.body, p, n))
     return out_fail(c, n, err);
   return 0;
 }
@@ -184,7 +184,7 @@ static inline size_t fmt_f32_memo(struct f32_memo *m, char *p, float f)
 int srv_codec__emit_data(struct srv_call *c, const void *bytes, int to, int64_t n,
                      struct srv_err *err)
 {
-  struct srv_buf *b = &c->resp_body;
+  struct srv_buf *b = &c->resp.body;
   size_t per = to == AB_DTYPE_F64 ? F64_MAX_TXT : F32_MAX_TXT;
   int64_t i = 0, stop;
   struct f32_memo memo;
@@ -257,7 +257,7 @@ int srv_codec__emit_data(struct srv_call *c, const void *bytes, int to, int64_t 
 static int emit_tensor(struct srv_call *c, const struct srv_output *o,
                        struct srv_err *err)
 {
-  struct srv_buf *b = &c->resp_body;
+  struct srv_buf *b = &c->resp.body;
   int to = srv_codec__output_dtype(c, o), d;
   size_t nbytes;
   const void *bytes = srv_codec__output_bytes(c, o, to, &nbytes, err);
@@ -272,7 +272,7 @@ static int emit_tensor(struct srv_call *c, const struct srv_output *o,
   if (srv_buf_printf(b, "],\"dtype\":\"%s\",",
                      ab_dtype_name((enum ab_dtype)to)))
     return out_fail(c, 32, err);
-  if (c->b64) {
+  if (c->in.b64) {
     size_t el = srv_codec__b64_encoded_len(nbytes);
     if (srv_buf_reserve(b, el + 16))
       return out_fail(c, el + 16, err);
@@ -296,14 +296,14 @@ static int emit_tensor(struct srv_call *c, const struct srv_output *o,
 
 static int encode_json(struct srv_call *c, struct srv_err *err)
 {
-  struct srv_buf *b = &c->resp_body;
+  struct srv_buf *b = &c->resp.body;
   char num[40];
   int i;
 
   if (srv_buf_append(b, "{", 1))
     return out_fail(c, 1, err);
-  for (i = 0; i < c->noutputs; i++) {
-    const struct srv_output *o = &c->outputs[i];
+  for (i = 0; i < c->plan.noutputs; i++) {
+    const struct srv_output *o = &c->plan.outputs[i];
     const char *name = o->name ? o->name : "";
     if ((i && srv_buf_append(b, ",", 1)) ||
         srv_codec__json_str(b, name, strlen(name)) ||
@@ -323,7 +323,7 @@ static int encode_json(struct srv_call *c, struct srv_err *err)
   }
   if (srv_buf_append(b, "}", 1))
     return out_fail(c, 1, err);
-  c->resp_type = "application/json";
+  c->resp.type = "application/json";
   return 0;
 }
 
@@ -340,13 +340,13 @@ static const struct srv_output *npy_output(const struct srv_call *c,
   int i, ntensors = 0;
 
   names[0] = '\0';
-  for (i = 0; i < c->noutputs; i++) {
-    const struct srv_output *o = &c->outputs[i];
-    if (c->pick && o->name && strcmp(o->name, c->pick) == 0) {
+  for (i = 0; i < c->plan.noutputs; i++) {
+    const struct srv_output *o = &c->plan.outputs[i];
+    if (c->in.pick && o->name && strcmp(o->name, c->in.pick) == 0) {
       if (o->is_scalar) {
         srv_fail(err, 406, "/output",
-                 "output \"%s\" is a %s; .npy carries one tensor",
-                 c->pick, o->json ? "JSON value" : "scalar");
+                 "output \"%s\" is a %s; .npy carries one tensor", c->in.pick,
+                 o->json ? "JSON value" : "scalar");
         return NULL;
       }
       return o;
@@ -359,10 +359,10 @@ static const struct srv_output *npy_output(const struct srv_call *c,
       n += (size_t)snprintf(names + n, sizeof names - n, "%s\"%s\"",
                             n ? ", " : "", o->name ? o->name : "?");
   }
-  if (c->pick) {
+  if (c->in.pick) {
     srv_fail(err, 400, "/output",
              "output \"%.60s\" is not among this response's tensors (%s)",
-             c->pick, names[0] ? names : "none");
+             c->in.pick, names[0] ? names : "none");
     return NULL;
   }
   if (ntensors == 1)
@@ -382,25 +382,26 @@ int srv_codec_encode(struct srv_call *c, struct srv_err *err)
 {
   int rc;
 
-  c->nresp_seg = 0;
+  c->resp.nseg = 0;
   /* A handler's own body (PNG, YAML, text) passes through untouched. */
-  if (c->custom.len > 0) {
-    srv_buf_free(&c->resp_body);
-    c->resp_body.data = c->custom.data;
-    c->resp_body.len = c->custom.len;
-    c->resp_body.cap = c->custom.cap;
-    c->custom.data = NULL;
-    c->custom.len = c->custom.cap = 0;
-    c->resp_type = c->custom_type ? c->custom_type : "application/octet-stream";
-    if (!c->status)
-      c->status = 200;
+  if (c->plan.custom.len > 0) {
+    srv_buf_free(&c->resp.body);
+    c->resp.body.data = c->plan.custom.data;
+    c->resp.body.len = c->plan.custom.len;
+    c->resp.body.cap = c->plan.custom.cap;
+    c->plan.custom.data = NULL;
+    c->plan.custom.len = c->plan.custom.cap = 0;
+    c->resp.type =
+        c->plan.custom_type ? c->plan.custom_type : "application/octet-stream";
+    if (!c->resp.status)
+      c->resp.status = 200;
     return 0;
   }
-  c->resp_body.len = 0;
-  if (c->resp_body.data)
-    c->resp_body.data[0] = '\0';
-  c->resp_infer_header = 0;
-  switch (c->v2 ? -1 : (int)c->fmt) {
+  c->resp.body.len = 0;
+  if (c->resp.body.data)
+    c->resp.body.data[0] = '\0';
+  c->resp.infer_header = 0;
+  switch (c->in.v2 ? -1 : (int)c->in.fmt) {
   case -1: /* an Open Inference Protocol call */
     rc = srv_codec__v2_encode(c, err);
     break;
@@ -422,13 +423,13 @@ int srv_codec_encode(struct srv_call *c, struct srv_err *err)
     break;
   }
   if (rc) {
-    srv_buf_free(&c->resp_body);
-    c->nresp_seg = 0;
-    c->resp_infer_header = 0;
+    srv_buf_free(&c->resp.body);
+    c->resp.nseg = 0;
+    c->resp.infer_header = 0;
     return -1;
   }
-  if (!c->status)
-    c->status = 200;
+  if (!c->resp.status)
+    c->resp.status = 200;
   return 0;
 }
 

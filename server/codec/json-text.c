@@ -166,13 +166,13 @@ void srv_codec__pointer(char *out, size_t cap, const char *dotted)
 void srv_codec_ignore(struct srv_call *c, const char *pointer)
 {
   static const char hex[] = "0123456789ABCDEF";
-  struct srv_buf *list = &c->ignored;
+  struct srv_buf *list = &c->in.ignored;
   char name[3 * 256 + 8];
   const char *p = pointer;
   size_t n = 0;
 
-  if (c->strict && !c->strict_first[0])
-    srv_strcpy(c->strict_first, sizeof c->strict_first, pointer);
+  if (c->req.strict && !c->in.strict_first[0])
+    srv_strcpy(c->in.strict_first, sizeof c->in.strict_first, pointer);
 
   if (list->len >= IGNORED_MAX) {
     /* Say once that the list was cut. */
@@ -382,7 +382,7 @@ static int record_lift(struct scan *s, const struct frame *fr, int depth,
                        size_t pos, size_t vend, const struct srv_codec_lift *l,
                        struct srv_err *err)
 {
-  struct srv_codec_state *st = s->c->codec;
+  struct srv_codec_state *st = s->c->in.codec;
   const struct frame *f = &fr[depth - 1];
   struct srv_codec_lift *d;
   char ptr[SRV_CODEC_PTR_MAX];
@@ -396,7 +396,7 @@ static int record_lift(struct scan *s, const struct frame *fr, int depth,
     if (!st)
       return -1;
     memset(st, 0, sizeof *st);
-    s->c->codec = st;
+    s->c->in.codec = st;
   }
   if (st->nlifts == st->cap) {
     int ncap = st->cap ? 2 * st->cap : 16;
@@ -671,9 +671,10 @@ static int try_lift_b64(struct scan *s, const struct frame *fr, int depth,
 
   /* The lift points into the text, so only a text that lives as long as
    * the call (the body, not a safetensors header string) qualifies. */
-  if (len < SRV_CODEC_B64_MIN || !s->c->body ||
-      (uintptr_t)t < (uintptr_t)s->c->body ||
-      (uintptr_t)(t + s->len) > (uintptr_t)(s->c->body + s->c->body_len))
+  if (len < SRV_CODEC_B64_MIN || !s->c->req.body ||
+      (uintptr_t)t < (uintptr_t)s->c->req.body ||
+      (uintptr_t)(t + s->len) >
+          (uintptr_t)(s->c->req.body + s->c->req.body_len))
     return 0;
   for (i = pos + 1; i < end; i++)
     all &= g_b64ch[(uint8_t)t[i]];
@@ -928,7 +929,7 @@ static const json_t *at_pointer(const json_t *root, const char *ptr, size_t n)
 static int place_lifts(const struct scan *s, const json_t *root,
                        const char *what, struct srv_err *err)
 {
-  struct srv_codec_state *st = s->c ? s->c->codec : NULL;
+  struct srv_codec_state *st = s->c ? s->c->in.codec : NULL;
   json_t *seen;
   int i, rc = 0;
 
@@ -968,7 +969,7 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
                                 size_t len, const char *what,
                                 struct srv_err *err)
 {
-  struct srv_codec_state *st = c ? c->codec : NULL;
+  struct srv_codec_state *st = c ? c->in.codec : NULL;
   struct scan s;
   json_error_t je;
   json_t *j;
@@ -1045,7 +1046,7 @@ json_t *srv_codec__parse_object(struct srv_call *c, const char *text,
 const struct srv_codec_lift *srv_codec__lift_at(const struct srv_call *c,
                                                 const char *ptr)
 {
-  const struct srv_codec_state *st = c ? c->codec : NULL;
+  const struct srv_codec_state *st = c ? c->in.codec : NULL;
   int i;
 
   for (i = 0; st && i < st->nlifts; i++)
@@ -1058,7 +1059,7 @@ const struct srv_codec_lift *srv_codec__lift_at(const struct srv_call *c,
 static struct srv_codec_lift *lift_of(const struct srv_call *c,
                                       const json_t *obj, const char *key)
 {
-  struct srv_codec_state *st = c ? c->codec : NULL;
+  struct srv_codec_state *st = c ? c->in.codec : NULL;
   int i;
 
   for (i = 0; st && i < st->nlifts; i++)
@@ -1128,7 +1129,7 @@ void srv_codec_members(const struct srv_call *c, const json_t *obj,
                                   void *arg),
                        void *arg)
 {
-  const struct srv_codec_state *st = c ? c->codec : NULL;
+  const struct srv_codec_state *st = c ? c->in.codec : NULL;
   const char *key;
   json_t *v;
   int64_t at = 0;

@@ -49,7 +49,7 @@ static int cmp_extent(const void *a, const void *b)
   return x->b < y->b ? -1 : x->b > y->b ? 1 : 0;
 }
 
-/* One header entry -> c->bin[*k]. */
+/* One header entry -> c->in.bin[*k]. */
 static int st_entry(struct srv_call *c, const char *name, const json_t *v,
                     const unsigned char *data, uint64_t dlen,
                     struct extent *ext, struct srv_err *err)
@@ -63,7 +63,7 @@ static int st_entry(struct srv_call *c, const char *name, const json_t *v,
   int64_t shape[AB_MAX_DIMS], numel = 1;
   uint64_t b, e, want;
   size_t k, es;
-  struct srv_named_tensor *nt = &c->bin[c->nbin];
+  struct srv_named_tensor *nt = &c->in.bin[c->in.nbin];
   void *p;
 
   srv_codec__pointer(ptr, sizeof ptr, name);
@@ -129,7 +129,7 @@ static int st_entry(struct srv_call *c, const char *name, const json_t *v,
   /* In place when the element is naturally aligned; else one copy --
    * which needs the bytes, so not while they are still arriving. */
   p = (void *)(data + b);
-  if ((uintptr_t)p % es != 0 && c->body_avail)
+  if ((uintptr_t)p % es != 0 && c->req.body_avail)
     return srv_fail(err, 400, ptr,
                     "safetensors tensor \"%.60s\" is not aligned to its "
                     "element size: it cannot be used before the body is "
@@ -150,8 +150,8 @@ static int st_entry(struct srv_call *c, const char *name, const json_t *v,
                     ab_last_error()->msg);
   ext->b = b;
   ext->e = e;
-  ext->idx = c->nbin;
-  c->nbin++;
+  ext->idx = c->in.nbin;
+  c->in.nbin++;
   return 0;
 }
 
@@ -169,7 +169,7 @@ int64_t srv_codec_st_head(const char *body, size_t have, uint64_t total)
 
 int srv_codec__st_decode(struct srv_call *c, struct srv_err *err)
 {
-  const unsigned char *body = (const unsigned char *)c->body;
+  const unsigned char *body = (const unsigned char *)c->req.body;
   uint64_t hlen, dlen;
   json_t *hdr, *v, *meta = NULL;
   const char *key;
@@ -177,25 +177,26 @@ int srv_codec__st_decode(struct srv_call *c, struct srv_err *err)
   size_t n = 0;
   int i, rc = -1;
 
-  if (c->body_len < 8)
+  if (c->req.body_len < 8)
     return srv_fail(err, 400, NULL,
                     "the safetensors body is %zu bytes; it needs at least the "
-                    "8-byte header length", c->body_len);
+                    "8-byte header length", c->req.body_len);
   hlen = srv_codec__rd_le64(body);
-  if (c->body_avail && (c->body_avail < 8 || hlen > c->body_avail - 8))
+  if (c->req.body_avail &&
+      (c->req.body_avail < 8 || hlen > c->req.body_avail - 8))
     return srv_fail(err, 400, NULL,
                     "the safetensors header has not arrived yet");
-  if (hlen > c->body_len - 8)
+  if (hlen > c->req.body_len - 8)
     return srv_fail(err, 400, NULL,
                     "the safetensors header length %llu exceeds the body "
                     "(%zu bytes after the length)",
-                    (unsigned long long)hlen, c->body_len - 8);
+                    (unsigned long long)hlen, c->req.body_len - 8);
   /* No spans in the header: its arrays are shapes and offsets. */
-  hdr = srv_codec__parse_object(NULL, c->body + 8, (size_t)hlen,
+  hdr = srv_codec__parse_object(NULL, c->req.body + 8, (size_t)hlen,
                                 "the safetensors header", err);
   if (!hdr)
     return -1;
-  dlen = c->body_len - 8 - hlen;
+  dlen = c->req.body_len - 8 - hlen;
 
   json_object_foreach(hdr, key, v) {
     if (strcmp(key, "__metadata__") == 0)
@@ -204,10 +205,10 @@ int srv_codec__st_decode(struct srv_call *c, struct srv_err *err)
       n++;
   }
   if (n) {
-    c->bin = srv_codec__alloc(c, n * sizeof *c->bin, "", err);
+    c->in.bin = srv_codec__alloc(c, n * sizeof *c->in.bin, "", err);
     ext = malloc(n * sizeof *ext);
-    if (!c->bin || !ext) {
-      if (c->bin)
+    if (!c->in.bin || !ext) {
+      if (c->in.bin)
         srv_fail(err, 500, NULL, "out of memory");
       goto out;
     }
@@ -215,7 +216,7 @@ int srv_codec__st_decode(struct srv_call *c, struct srv_err *err)
   json_object_foreach(hdr, key, v) {
     if (strcmp(key, "__metadata__") == 0)
       continue;
-    if (st_entry(c, key, v, body + 8 + hlen, dlen, &ext[c->nbin], err))
+    if (st_entry(c, key, v, body + 8 + hlen, dlen, &ext[c->in.nbin], err))
       goto out;
   }
   /* Tensors may be stored in any order but never share bytes. */
@@ -224,11 +225,11 @@ int srv_codec__st_decode(struct srv_call *c, struct srv_err *err)
   for (i = 1; i < (int)n; i++) {
     if (ext[i].b < ext[i - 1].e) {
       char ptr[PTR_CAP];
-      srv_codec__pointer(ptr, sizeof ptr, c->bin[ext[i].idx].name);
+      srv_codec__pointer(ptr, sizeof ptr, c->in.bin[ext[i].idx].name);
       srv_fail(err, 400, ptr,
                "safetensors tensors \"%.60s\" and \"%.60s\" overlap "
                "(data_offsets [%llu, %llu] and [%llu, %llu])",
-               c->bin[ext[i - 1].idx].name, c->bin[ext[i].idx].name,
+               c->in.bin[ext[i - 1].idx].name, c->in.bin[ext[i].idx].name,
                (unsigned long long)ext[i - 1].b,
                (unsigned long long)ext[i - 1].e, (unsigned long long)ext[i].b,
                (unsigned long long)ext[i].e);
@@ -249,12 +250,12 @@ int srv_codec__st_decode(struct srv_call *c, struct srv_err *err)
     goto out;
   }
   if (v)
-    c->params = srv_codec__parse_object(c, json_string_value(v),
-                                        json_string_length(v),
-                                        "__metadata__.params", err);
+    c->in.params =
+        srv_codec__parse_object(c, json_string_value(v), json_string_length(v),
+                                "__metadata__.params", err);
   else
-    c->params = json_object();
-  if (!c->params) {
+    c->in.params = json_object();
+  if (!c->in.params) {
     if (!v)
       srv_fail(err, 500, NULL, "out of memory");
     goto out;
@@ -283,7 +284,7 @@ static int buf_fail(struct srv_call *c, struct srv_buf *b, size_t need,
 int srv_codec__st_encode(struct srv_call *c, struct srv_err *err)
 {
   struct srv_buf h;
-  struct srv_buf *out = &c->resp_body;
+  struct srv_buf *out = &c->resp.body;
   const void *bytes[SRV_MAX_OUTPUTS];
   size_t sizes[SRV_MAX_OUTPUTS], hlen, total, off = 0;
   unsigned char len8[8];
@@ -293,14 +294,14 @@ int srv_codec__st_encode(struct srv_call *c, struct srv_err *err)
   srv_buf_init(&h, 0);
   if (srv_buf_append(&h, "{", 1))
     goto oom;
-  for (i = 0; i < c->noutputs; i++)
-    nscalar += c->outputs[i].is_scalar;
+  for (i = 0; i < c->plan.noutputs; i++)
+    nscalar += c->plan.outputs[i].is_scalar;
   /* Scalars go to __metadata__ as strings (the format allows no other). */
   if (nscalar) {
     if (srv_buf_append(&h, "\"__metadata__\":{", 16))
       goto oom;
-    for (i = 0; i < c->noutputs; i++) {
-      const struct srv_output *o = &c->outputs[i];
+    for (i = 0; i < c->plan.noutputs; i++) {
+      const struct srv_output *o = &c->plan.outputs[i];
       const char *val;
       size_t nl;
       if (!o->is_scalar)
@@ -326,8 +327,8 @@ int srv_codec__st_encode(struct srv_call *c, struct srv_err *err)
     if (srv_buf_append(&h, "}", 1))
       goto oom;
   }
-  for (i = 0; i < c->noutputs; i++) {
-    const struct srv_output *o = &c->outputs[i];
+  for (i = 0; i < c->plan.noutputs; i++) {
+    const struct srv_output *o = &c->plan.outputs[i];
     int to, d;
     if (o->is_scalar)
       continue;
@@ -362,7 +363,7 @@ int srv_codec__st_encode(struct srv_call *c, struct srv_err *err)
   total = 8 + hlen + off;
   /* The data may be sent from where it lies (srv_codec__emit_bytes); room
    * for all of it is only needed when it is copied. */
-  if (srv_buf_reserve(out, c->resp_seg_ok ? 8 + hlen : total)) {
+  if (srv_buf_reserve(out, c->resp.seg_ok ? 8 + hlen : total)) {
     srv_buf_free(&h);
     return buf_fail(c, out, total, err);
   }
@@ -370,11 +371,11 @@ int srv_codec__st_encode(struct srv_call *c, struct srv_err *err)
   srv_buf_append(out, len8, 8);
   srv_buf_append(out, h.data, hlen);
   srv_buf_free(&h);
-  for (i = 0; i < c->noutputs; i++)
-    if (!c->outputs[i].is_scalar &&
+  for (i = 0; i < c->plan.noutputs; i++)
+    if (!c->plan.outputs[i].is_scalar &&
         srv_codec__emit_bytes(c, bytes[i], sizes[i], err) != 0)
       return -1;
-  c->resp_type = "application/vnd.safetensors";
+  c->resp.type = "application/vnd.safetensors";
   return 0;
 oom:
   srv_buf_free(&h);
@@ -420,20 +421,19 @@ int srv_codec__npy_encode(struct srv_call *c, const struct srv_output *o,
   if (!bytes)
     return -1;
   total = 10 + hl + nbytes;
-  if (srv_buf_reserve(&c->resp_body,
-                      c->resp_seg_ok ? total - nbytes : total))
-    return buf_fail(c, &c->resp_body, total, err);
-  start = c->resp_body.len;
+  if (srv_buf_reserve(&c->resp.body, c->resp.seg_ok ? total - nbytes : total))
+    return buf_fail(c, &c->resp.body, total, err);
+  start = c->resp.body.len;
   hl2[0] = (unsigned char)(hl & 0xff);
   hl2[1] = (unsigned char)(hl >> 8);
-  srv_buf_append(&c->resp_body, magic, 8);
-  srv_buf_append(&c->resp_body, hl2, 2);
-  srv_buf_append(&c->resp_body, dict, dl);
-  while (c->resp_body.len - start < total - nbytes - 1)
-    srv_buf_append(&c->resp_body, " ", 1);
-  srv_buf_append(&c->resp_body, "\n", 1);
+  srv_buf_append(&c->resp.body, magic, 8);
+  srv_buf_append(&c->resp.body, hl2, 2);
+  srv_buf_append(&c->resp.body, dict, dl);
+  while (c->resp.body.len - start < total - nbytes - 1)
+    srv_buf_append(&c->resp.body, " ", 1);
+  srv_buf_append(&c->resp.body, "\n", 1);
   if (srv_codec__emit_bytes(c, bytes, nbytes, err) != 0)
     return -1;
-  c->resp_type = "application/x-npy";
+  c->resp.type = "application/x-npy";
   return 0;
 }

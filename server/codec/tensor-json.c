@@ -499,14 +499,14 @@ int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
                         struct srv_err *err)
 {
   char ptr[PTR_CAP], walked[PTR_CAP];
-  const json_t *j = c->params;
+  const json_t *j = c->in.params;
   const struct srv_codec_lift *l = NULL;
   const char *p = path, *dot;
   int i;
 
   srv_codec__pointer(ptr, sizeof ptr, path);
-  for (i = 0; i < c->nbin; i++)
-    if (strcmp(c->bin[i].name, path) == 0)
+  for (i = 0; i < c->in.nbin; i++)
+    if (strcmp(c->in.bin[i].name, path) == 0)
       break;
   walked[0] = '\0';
   while (j && *p) {
@@ -520,7 +520,7 @@ int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
       for (k = 0; k < n && p[k] >= '0' && p[k] <= '9' && idx < (1u << 30); k++)
         idx = idx * 10 + (size_t)(p[k] - '0');
       j = k == n && n > 0 ? json_array_get(j, idx) : NULL;
-    } else if (i < c->nbin) {
+    } else if (i < c->in.nbin) {
       j = NULL; /* the params hold no such member: the binary one it is */
     } else {
       return srv_fail(err, 400, walked, "%s is %s, expected an object",
@@ -532,7 +532,7 @@ int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
   /* A nested array read beside the tree. */
   if (!j && !*p)
     l = srv_codec__lift_at(c, ptr);
-  if (i < c->nbin) {
+  if (i < c->in.nbin) {
     /* One value per field: a tensor in the safetensors data and the same
      * field in __metadata__ params would leave one of them unused. */
     if ((j && !json_is_null(j)) || l)
@@ -540,7 +540,7 @@ int srv_codec_tensor_as(struct srv_call *c, const char *path, int required,
                       "%s is given twice: as the safetensors tensor \"%s\" "
                       "and in __metadata__ params; send one",
                       ptr, path);
-    *out = c->bin[i].t;
+    *out = c->in.bin[i].t;
     return 1;
   }
   memset(out, 0, sizeof *out);

@@ -79,10 +79,10 @@ struct v2_in {
 static int header_length(const struct srv_call *c, size_t *len,
                          struct srv_err *err)
 {
-  const char *h = c->infer_header, *p;
+  const char *h = c->req.infer_header, *p;
   uint64_t v = 0;
 
-  *len = c->body_len;
+  *len = c->req.body_len;
   if (!h)
     return 0;
   for (p = h; *p == ' ' || *p == '\t'; p++)
@@ -98,11 +98,11 @@ static int header_length(const struct srv_call *c, size_t *len,
     p++;
   if (*p)
     goto bad;
-  if (v > c->body_len)
+  if (v > c->req.body_len)
     return srv_fail(err, 400, NULL,
                     "Inference-Header-Content-Length %llu is more than the "
                     "body's %zu bytes",
-                    (unsigned long long)v, c->body_len);
+                    (unsigned long long)v, c->req.body_len);
   *len = (size_t)v;
   return 0;
 bad:
@@ -438,16 +438,16 @@ static int decode_input(struct srv_call *c, struct v2_in *in, size_t idx,
     list = nested_ints(iv, shape, rank, &at);
     if (!list)
       return srv_fail(err, 500, ptr, "out of memory");
-    return put_path(c->params, name, list, ptr, err);
+    return put_path(c->in.params, name, list, ptr, err);
   }
 
   /* A float tensor, named as a safetensors entry is. */
   {
-    struct srv_named_tensor *nt = &c->bin[c->nbin];
+    struct srv_named_tensor *nt = &c->in.bin[c->in.nbin];
     size_t es = ab_dtype_size((enum ab_dtype)dtype);
 
-    for (i = 0; i < c->nbin; i++)
-      if (strcmp(c->bin[i].name, name) == 0)
+    for (i = 0; i < c->in.nbin; i++)
+      if (strcmp(c->in.bin[i].name, name) == 0)
         return srv_fail(err, 400, ptr, "input \"%.60s\" is given twice",
                         name);
     nt->name = srv_arena_strdup(&c->arena, name);
@@ -464,21 +464,21 @@ static int decode_input(struct srv_call *c, struct v2_in *in, size_t idx,
                        shape) != AB_STATUS_OK)
       return srv_fail(err, 400, ptr, "input \"%.60s\": %s", name,
                       ab_last_error()->msg);
-    c->nbin++;
+    c->in.nbin++;
   }
   return 0;
 }
 
 /* The members the pre-scan read beside the tree (lifts first ..) under
  * JSON pointer `from` belong under `to` once their value moves into the
- * /v1 body (c->params): lifts are found by pointer, so they follow it.  A
- * lifted member of `parent` itself becomes a member of c->params (named
+ * /v1 body (c->in.params): lifts are found by pointer, so they follow it.  A
+ * lifted member of `parent` itself becomes a member of c->in.params (named
  * `key` when not NULL), after the members in the tree. */
 static int move_lifts(struct srv_call *c, int first, const char *from,
                       const char *to, const json_t *parent, const char *key,
                       struct srv_err *err)
 {
-  struct srv_codec_state *st = c->codec;
+  struct srv_codec_state *st = c->in.codec;
   size_t fl = strlen(from);
   int i;
 
@@ -494,7 +494,7 @@ static int move_lifts(struct srv_call *c, int first, const char *from,
          !(l->key = srv_arena_strdup(&c->arena, key))))
       return srv_fail(err, 500, from, "out of memory");
     if (l->parent == parent) {
-      l->parent = c->params;
+      l->parent = c->in.params;
       l->index = INT64_MAX;
     }
   }
@@ -504,11 +504,11 @@ static int move_lifts(struct srv_call *c, int first, const char *from,
 /* A string parameter holding a JSON object or array, read as that JSON
  * (with the codec's limits: depth, number arrays read beside the tree):
  * 0 with *use the value, or NULL when the whole value was read beside the
- * tree (it is then the member `key` of c->params there). */
+ * tree (it is then the member `key` of c->in.params there). */
 static int param_json(struct srv_call *c, const char *key, const char *s,
                       json_t **use, struct srv_err *err)
 {
-  const struct srv_codec_state *st = c->codec;
+  const struct srv_codec_state *st = c->in.codec;
   const int first = st ? st->nlifts : 0;
   size_t n = strlen(s);
   char *text = srv_codec__alloc(c, n + 8, "/parameters", err), what[96];
@@ -575,11 +575,11 @@ static int decode_params(struct srv_call *c, struct srv_v2 *v,
         return -1;
       }
       if (!use)
-        continue; /* read beside the tree, now a member of c->params */
+        continue; /* read beside the tree, now a member of c->in.params */
     } else {
       use = json_incref(val);
     }
-    if (json_object_set_new(c->params, key, use) != 0)
+    if (json_object_set_new(c->in.params, key, use) != 0)
       return srv_fail(err, 500, ptr, "out of memory");
   }
   return 0;
@@ -656,8 +656,9 @@ int srv_codec__v2_decode(struct srv_call *c, struct srv_err *err)
   size_t hlen, i;
   int rc = -1;
 
-  if (!srv_codec_v2_model(c->route->path, model, sizeof model))
-    return srv_fail(err, 500, NULL, "route %s has no model", c->route->path);
+  if (!srv_codec_v2_model(c->req.route->path, model, sizeof model))
+    return srv_fail(err, 500, NULL, "route %s has no model",
+                    c->req.route->path);
   if (header_length(c, &hlen, err))
     return -1;
   if (!(v = srv_codec__alloc(c, sizeof *v, "", err)))
@@ -669,20 +670,20 @@ int srv_codec__v2_decode(struct srv_call *c, struct srv_err *err)
     return srv_fail(err, 400, NULL,
                     "the inference request is empty; it is a JSON object "
                     "with \"inputs\"");
-  req = srv_codec__parse_object(c, c->body, hlen, "the inference request",
+  req = srv_codec__parse_object(c, c->req.body, hlen, "the inference request",
                                 err);
   if (!req) {
-    if (hlen < c->body_len || c->infer_header)
+    if (hlen < c->req.body_len || c->req.infer_header)
       return -1;
     /* Binary data without the header: say which header was missing. */
-    if (memchr(c->body, '\0', c->body_len))
+    if (memchr(c->req.body, '\0', c->req.body_len))
       srv_strcpy(err->detail + strlen(err->detail),
                  sizeof err->detail - strlen(err->detail),
                  "; binary tensor data after the JSON needs the header "
                  "Inference-Header-Content-Length");
     return -1;
   }
-  if (!(c->params = json_object())) {
+  if (!(c->in.params = json_object())) {
     srv_fail(err, 500, NULL, "out of memory");
     goto out;
   }
@@ -711,12 +712,12 @@ int srv_codec__v2_decode(struct srv_call *c, struct srv_err *err)
       srv_codec_ignore(c, ptr);
     }
   }
-  c->bin = srv_codec__alloc(c, (json_array_size(inputs) + 1) * sizeof *c->bin,
-                            "/inputs", err);
-  if (!c->bin)
+  c->in.bin = srv_codec__alloc(
+      c, (json_array_size(inputs) + 1) * sizeof *c->in.bin, "/inputs", err);
+  if (!c->in.bin)
     goto out;
-  in.bin = c->body + hlen;
-  in.bin_len = c->body_len - hlen;
+  in.bin = c->req.body + hlen;
+  in.bin_len = c->req.body_len - hlen;
   in.bin_off = 0;
   for (i = 0; i < json_array_size(inputs); i++)
     if (decode_input(c, &in, i, json_array_get(inputs, i), err))
@@ -732,7 +733,7 @@ int srv_codec__v2_decode(struct srv_call *c, struct srv_err *err)
     goto out;
   /* The call layer turns this into the /v1 call of the model
    * (srv_call_prepare): the codec knows no routes. */
-  c->v2 = v;
+  c->in.v2 = v;
   rc = 0;
 out:
   json_decref(req);
@@ -753,7 +754,7 @@ struct v2_put {
 
 static int out_fail(struct srv_call *c, struct srv_err *err)
 {
-  if (c->resp_body.max && c->resp_body.len + 64 > c->resp_body.max)
+  if (c->resp.body.max && c->resp.body.len + 64 > c->resp.body.max)
     return srv_fail(err, 413, NULL,
                     "the response would exceed --max-output-mb; ask for "
                     "fewer outputs or binary_data");
@@ -767,8 +768,8 @@ static int out_fail(struct srv_call *c, struct srv_err *err)
 static int pick_outputs(struct srv_call *c, struct v2_put *put, int *nput,
                         struct srv_err *err)
 {
-  const struct srv_v2 *v = c->v2;
-  int i, k, n = v->nouts ? v->nouts : c->noutputs;
+  const struct srv_v2 *v = c->in.v2;
+  int i, k, n = v->nouts ? v->nouts : c->plan.noutputs;
 
   for (i = 0; i < n; i++) {
     const struct srv_output *o = NULL;
@@ -781,12 +782,12 @@ static int pick_outputs(struct srv_call *c, struct v2_put *put, int *nput,
       size_t w = 0;
 
       names[0] = '\0';
-      for (k = 0; k < c->noutputs && !o; k++) {
-        if (strcmp(c->outputs[k].name, v->outs[i].name) == 0)
-          o = &c->outputs[k];
+      for (k = 0; k < c->plan.noutputs && !o; k++) {
+        if (strcmp(c->plan.outputs[k].name, v->outs[i].name) == 0)
+          o = &c->plan.outputs[k];
         else if (w < sizeof names)
           w += (size_t)snprintf(names + w, sizeof names - w, "%s%s",
-                                w ? ", " : "", c->outputs[k].name);
+                                w ? ", " : "", c->plan.outputs[k].name);
       }
       if (!o) {
         srv_codec__pointer_add(ptr, sizeof ptr, "name", 4);
@@ -804,7 +805,7 @@ static int pick_outputs(struct srv_call *c, struct v2_put *put, int *nput,
                         "never as binary data",
                         o->name);
     } else {
-      o = &c->outputs[i];
+      o = &c->plan.outputs[i];
     }
     put[i].o = o;
     put[i].binary = o->json ? 0 : binary;
@@ -836,7 +837,7 @@ static int pick_outputs(struct srv_call *c, struct v2_put *put, int *nput,
 static int put_json_params(struct srv_call *c, const struct v2_put *put,
                            int n, struct srv_err *err)
 {
-  struct srv_buf *b = &c->resp_body;
+  struct srv_buf *b = &c->resp.body;
   int i, first = 1;
 
   for (i = 0; i < n; i++) {
@@ -858,7 +859,7 @@ static int put_json_params(struct srv_call *c, const struct v2_put *put,
 static int put_output(struct srv_call *c, const struct v2_put *p,
                       struct srv_err *err)
 {
-  struct srv_buf *b = &c->resp_body;
+  struct srv_buf *b = &c->resp.body;
   const char *name = p->o->name;
   int d;
 
@@ -894,8 +895,8 @@ static int put_output(struct srv_call *c, const struct v2_put *p,
 
 int srv_codec__v2_encode(struct srv_call *c, struct srv_err *err)
 {
-  struct srv_buf *b = &c->resp_body;
-  const struct srv_v2 *v = c->v2;
+  struct srv_buf *b = &c->resp.body;
+  const struct srv_v2 *v = c->in.v2;
   struct v2_put put[SRV_MAX_OUTPUTS];
   int i, k, n = 0, nbin = 0;
 
@@ -923,12 +924,12 @@ int srv_codec__v2_encode(struct srv_call *c, struct srv_err *err)
   }
   if (srv_buf_append(b, "]}", 2))
     return out_fail(c, err);
-  c->resp_type = "application/json";
+  c->resp.type = "application/json";
   if (!nbin)
     return 0;
   /* The binary outputs follow the JSON, in the order of its list. */
-  c->resp_infer_header = b->len;
-  c->resp_type = "application/octet-stream";
+  c->resp.infer_header = b->len;
+  c->resp.type = "application/octet-stream";
   for (i = 0; i < n; i++)
     if (put[i].binary &&
         srv_codec__emit_bytes(c, put[i].bytes, put[i].nbytes, err))

@@ -307,9 +307,9 @@ static int rope_common(struct srv_call *c, struct srv_pctx *pc,
   const unsigned rope_plots =
       1u << PLOT_WAVELENGTH | 1u << PLOT_DECAY | 1u << PLOT_SCALE;
 
-  if (srv_rope_parse(pc, c->params, 0, &rq->cfg, err) != 0)
+  if (srv_rope_parse(pc, c->in.params, 0, &rq->cfg, err) != 0)
     return -1;
-  srv_params_unknown(pc, c->params, tabs, 3, NULL);
+  srv_params_unknown(pc, c->in.params, tabs, 3, NULL);
   srv_params_unused_bin(pc);
   if (rq->cfg.p.rope_type == AB_ROPE_XPOS)
     return srv_fail(err, 400, "/rope_scaling/rope_type",
@@ -545,21 +545,21 @@ static int prepare_bias(struct srv_call *c, struct srv_pctx *pc,
   int64_t S = rq->seq_len, H, h;
   double cells, numel;
 
-  if (srv_params_enum(pc, c->params, &srv_param_bias_method, &rq->method,
+  if (srv_params_enum(pc, c->in.params, &srv_param_bias_method, &rq->method,
                       err) < 0 ||
-      srv_params_parse(pc, c->params, &b, err) != 0)
+      srv_params_parse(pc, c->in.params, &b, err) != 0)
     return -1;
   H = rq->num_heads;
   ab_bias_params_init(&rq->bp);
   rq->bp.method = (enum ab_bias_method)rq->method;
   rq->bp.num_heads = H;
-  if (srv_bias_parse_method(pc, c->params, &rq->bp, err) != 0)
+  if (srv_bias_parse_method(pc, c->in.params, &rq->bp, err) != 0)
     return -1;
   tabs[0] = &srv_ptab_analysis;
   tabs[1] = &srv_ptab_analysis_bias;
   tabs[2] = srv_bias_method_params(rq->method);
   tabs[3] = &srv_ptab_output;
-  srv_params_unknown(pc, c->params, tabs, 4, extra);
+  srv_params_unknown(pc, c->in.params, tabs, 4, extra);
   srv_params_unused_bin(pc);
 
   rq->has_bias = rq->method != AB_BIAS_T5 || rq->bp.table;
@@ -899,9 +899,9 @@ static int draw(struct srv_call *c, struct analysis_req *rq,
   if ((rq->kind == KIND_BIAS ? draw_bias(c, rq, &pl, err)
                              : draw_rope(c, rq, &pl, err)) != 0)
     return -1;
-  if (srv_codec_png_plot(&pl, &c->custom, err) != 0)
+  if (srv_codec_png_plot(&pl, &c->plan.custom, err) != 0)
     return -1;
-  c->custom_type = "image/png";
+  c->plan.custom_type = "image/png";
   return 0;
 }
 
@@ -917,7 +917,7 @@ int srv_h_analysis(struct srv_call *c, struct srv_err *err)
     return -1;
   rq->plot = -1;
   b = (struct srv_pbind){&srv_ptab_analysis, rq, 0};
-  if (srv_params_parse(&pc, c->params, &b, err) != 0)
+  if (srv_params_parse(&pc, c->in.params, &b, err) != 0)
     return -1;
   if (!srv_pbind_seen(&b, "plot"))
     rq->plot = -1;
@@ -933,13 +933,13 @@ int srv_h_analysis(struct srv_call *c, struct srv_err *err)
 
 int srv_h_analysis_finish(struct srv_call *c, struct srv_err *err)
 {
-  struct analysis_req *rq = c->state;
+  struct analysis_req *rq = c->plan.state;
 
   if (!rq)
     return 0;
   if (rq->kind == KIND_BIAS)
     bias_finish(rq);
-  if (c->fmt != SRV_FMT_PNG)
+  if (c->in.fmt != SRV_FMT_PNG)
     return 0;
   return draw(c, rq, err);
 }

@@ -261,26 +261,26 @@ static int parse_kv_lens(struct srv_call *c, struct attn_req *rq, int64_t B,
   return 0;
 }
 
-/* The body is still arriving (c->body_avail bytes are in): the job may
+/* The body is still arriving (c->req.body_avail bytes are in): the job may
  * be built before q, k, v and attn_bias are there (inputs_later), but any
  * other tensor it reads while being built -- a bias table, FIRE weights --
  * must be in already. */
 static int later_ready(struct srv_call *c, struct attn_req *rq,
                        struct srv_err *err)
 {
-  const char *in_end = c->body + c->body_avail;
+  const char *in_end = c->req.body + c->req.body_avail;
   int i;
 
-  for (i = 0; i < c->nbin; i++) {
-    const struct ab_tensor *t = &c->bin[i].t;
+  for (i = 0; i < c->in.nbin; i++) {
+    const struct ab_tensor *t = &c->in.bin[i].t;
     const char *p = t->data;
     if (p == rq->q.data || p == rq->k.data || p == rq->v.data ||
         p == rq->attn_bias.data)
       continue;
     if (p + ab_tensor_numel(t) * (int64_t)ab_dtype_size(
                                      (enum ab_dtype)t->dtype) > in_end)
-      return srv_fail(err, 400, NULL,
-                      "tensor \"%.60s\" has not arrived yet", c->bin[i].name);
+      return srv_fail(err, 400, NULL, "tensor \"%.60s\" has not arrived yet",
+                      c->in.bin[i].name);
   }
   rq->ap.inputs_later = 1;
   return 0;
@@ -338,10 +338,10 @@ static int prepare_picture(struct srv_call *c, const struct srv_pctx *pc,
 
 int srv_h_attention_finish(struct srv_call *c, struct srv_err *err)
 {
-  struct attn_req *rq = c->state;
+  struct attn_req *rq = c->plan.state;
   char title[64];
 
-  if (c->fmt != SRV_FMT_PNG || !rq || !rq->weights)
+  if (c->in.fmt != SRV_FMT_PNG || !rq || !rq->weights)
     return 0;
   snprintf(title, sizeof title, "attention weights, batch %lld",
            (long long)rq->batch);
@@ -368,7 +368,7 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
   if (!(rq = srv_handler_begin(c, &pc, sizeof *rq, err)))
     return -1;
   b = (struct srv_pbind){&srv_ptab_attention, rq, 0};
-  if (srv_params_parse(&pc, c->params, &b, err) != 0)
+  if (srv_params_parse(&pc, c->in.params, &b, err) != 0)
     return -1;
 
   ap = &rq->ap;
@@ -406,7 +406,7 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
     ap->attn_bias = &rq->attn_bias;
   tabs[0] = &srv_ptab_attention;
   tabs[1] = &srv_ptab_output;
-  srv_params_unknown(&pc, c->params, tabs, 2, NULL);
+  srv_params_unknown(&pc, c->in.params, tabs, 2, NULL);
   srv_params_unused_bin(&pc);
 
   /* Everything again, now with rope, bias, kv_lens and attn_bias. */
@@ -428,7 +428,7 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
     for (i = 0; i < r; i++)
       wshape[i] = full_w[4 - r + i];
   }
-  if (c->fmt == SRV_FMT_PNG)
+  if (c->in.fmt == SRV_FMT_PNG)
     return prepare_picture(c, &pc, &b, rq, qd, kd, vd, oshape, wshape, flops,
                            err);
   {
@@ -459,7 +459,7 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
     if (!ap->weights)
       return -1;
   }
-  if (c->body_avail && later_ready(c, rq, err) != 0)
+  if (c->req.body_avail && later_ready(c, rq, err) != 0)
     return -1;
   st = ab_attention_job(ap, &job);
   if (st != AB_STATUS_OK)

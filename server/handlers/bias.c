@@ -240,8 +240,8 @@ static int64_t fire_layer_count(const struct srv_pctx *pc,
   snprintf(prefix, sizeof prefix, "%s%slayers.", pc->dot,
            pc->dot[0] ? "." : "");
   pl = strlen(prefix);
-  for (i = 0; i < pc->c->nbin; i++) {
-    const char *nm = pc->c->bin[i].name;
+  for (i = 0; i < pc->c->in.nbin; i++) {
+    const char *nm = pc->c->in.bin[i].name;
     char *end;
     long long k;
     if (!nm || strncmp(nm, prefix, pl) != 0)
@@ -417,7 +417,7 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
   struct bias_req *rq;
   struct srv_pbind common;
   const struct srv_ptable *tabs[3];
-  int method, png = c->fmt == SRV_FMT_PNG;
+  int method, png = c->in.fmt == SRV_FMT_PNG;
   double cells, out_bytes;
   ab_job_t *job = NULL;
   enum ab_status st;
@@ -427,11 +427,11 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
   if (!(rq = srv_handler_begin(c, &pc, sizeof *rq, err)))
     return -1;
 
-  if (srv_params_enum(&pc, c->params, &srv_param_bias_method, &method, err) <
+  if (srv_params_enum(&pc, c->in.params, &srv_param_bias_method, &method, err) <
       0)
     return -1;
   common = (struct srv_pbind){&srv_ptab_bias_common, rq, 0};
-  if (srv_params_parse(&pc, c->params, &common, err) != 0)
+  if (srv_params_parse(&pc, c->in.params, &common, err) != 0)
     return -1;
   if (!srv_pbind_seen(&common, "k_len"))
     rq->k_len = rq->q_len;
@@ -447,12 +447,12 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
   ab_bias_params_init(&rq->p);
   rq->p.method = (enum ab_bias_method)method;
   rq->p.num_heads = rq->num_heads;
-  if (srv_bias_parse_method(&pc, c->params, &rq->p, err) != 0)
+  if (srv_bias_parse_method(&pc, c->in.params, &rq->p, err) != 0)
     return -1;
   tabs[0] = &srv_ptab_bias_common;
   tabs[1] = bias_families[method].params;
   tabs[2] = &srv_ptab_output;
-  srv_params_unknown(&pc, c->params, tabs, 3, NULL);
+  srv_params_unknown(&pc, c->in.params, tabs, 3, NULL);
   srv_params_unused_bin(&pc);
 
   if ((rq->ret & RET_BUCKETS) && !bias_families[method].buckets)
@@ -517,12 +517,12 @@ int srv_h_bias(struct srv_call *c, struct srv_err *err)
 
 int srv_h_bias_finish(struct srv_call *c, struct srv_err *err)
 {
-  struct bias_req *rq = c->state;
+  struct bias_req *rq = c->plan.state;
   float *conv;
   int64_t cells, i;
   char title[96];
 
-  if (c->fmt != SRV_FMT_PNG || !rq)
+  if (c->in.fmt != SRV_FMT_PNG || !rq)
     return 0;
   cells = rq->q_len * rq->k_len; /* checked in prepare */
   if (rq->bias) {

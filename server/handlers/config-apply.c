@@ -90,8 +90,8 @@ static const struct adapter g_adapters[] = {
 
 static const struct adapter *adapter_for(const struct srv_call *c)
 {
-  const char *route = c->route ? c->route->name : NULL;
-  const char *kind = json_string_value(json_object_get(c->params, "kind"));
+  const char *route = c->req.route ? c->req.route->name : NULL;
+  const char *kind = json_string_value(json_object_get(c->in.params, "kind"));
   size_t i;
 
   for (i = 0; route && i < sizeof g_adapters / sizeof g_adapters[0]; i++) {
@@ -350,11 +350,11 @@ static int has_tensor(const struct srv_call *c, const char *name)
 {
   int i;
 
-  if (json_object_get(c->params, name) ||
-      srv_codec_beside(c, c->params, name))
+  if (json_object_get(c->in.params, name) ||
+      srv_codec_beside(c, c->in.params, name))
     return 1;
-  for (i = 0; i < c->nbin; i++)
-    if (c->bin[i].name && strcmp(c->bin[i].name, name) == 0)
+  for (i = 0; i < c->in.nbin; i++)
+    if (c->in.bin[i].name && strcmp(c->in.bin[i].name, name) == 0)
       return 1;
   return 0;
 }
@@ -395,7 +395,7 @@ static int refuse_fit(const struct srv_call *c, const struct adapter *ad,
 static void trace_add(struct srv_call *c, const struct srv_model *m,
                       const char *route_ptr, const char *keys)
 {
-  struct srv_cfg_trace *t = c->cfg;
+  struct srv_cfg_trace *t = c->in.cfg;
   struct blame *b;
   char key[96];
   const char *comma = strchr(keys, ',');
@@ -413,7 +413,7 @@ static void trace_add(struct srv_call *c, const struct srv_model *m,
     comma = strchr(keys, ',');
     kl = comma ? (size_t)(comma - keys) : strlen(keys);
     snprintf(key, sizeof key, "%.*s", (int)(kl < sizeof key ? kl : 0), keys);
-    list_add(c->cfg_used, sizeof c->cfg_used, key);
+    list_add(c->in.cfg_used, sizeof c->in.cfg_used, key);
     keys += kl + (comma ? 1 : 0);
   }
 }
@@ -429,22 +429,21 @@ static int project(struct srv_call *c, const struct adapter *ad,
   int bias_other = 0, qk = strcmp(ad->route, "rope") == 0 &&
                            (has_tensor(c, "q") || has_tensor(c, "k"));
 
-  c->cfg->b = srv_arena_calloc(&c->arena,
-                               json_object_size(m->sources) + 1,
-                               sizeof *c->cfg->b);
-  if (!c->cfg->b)
+  c->in.cfg->b = srv_arena_calloc(&c->arena, json_object_size(m->sources) + 1,
+                                  sizeof *c->in.cfg->b);
+  if (!c->in.cfg->b)
     return srv_fail(err, 500, NULL, "out of memory applying the config");
 
   /* A request that names another bias method keeps its own. */
   if (method && map_ptr(ad->maps, "/bias/method", r, sizeof r)) {
-    const json_t *mine = at(c->params, r);
+    const json_t *mine = at(c->in.params, r);
     bias_other = mine && !json_equal((json_t *)mine, (json_t *)method);
   }
   /* /v1/bias for a model without a position bias: "none" (its masks). */
   if (!method && strcmp(ad->route, "bias") == 0 &&
-      !json_object_get(c->params, "method") && m->family) {
+      !json_object_get(c->in.params, "method") && m->family) {
     json_t *none = json_string("none");
-    json_object_set_new(c->params, "method", none);
+    json_object_set_new(c->in.params, "method", none);
     trace_add(c, m, "/method", "model_type");
   }
 
@@ -457,7 +456,7 @@ static int project(struct srv_call *c, const struct adapter *ad,
       continue;
     if (bias_other && strncmp(canon, "/bias/", 6) == 0)
       continue;
-    if (merge_one(c->params, r, at(m->params, canon)))
+    if (merge_one(c->in.params, r, at(m->params, canon)))
       trace_add(c, m, r, json_string_value(keys));
   }
   return 0;
@@ -478,7 +477,7 @@ static json_t *take_top_keys(struct srv_call *c, const struct adapter *ad,
   *foreign = 0;
   if (!top)
     return NULL;
-  json_object_foreach_safe(c->params, tmp, key, v) {
+  json_object_foreach_safe(c->in.params, tmp, key, v) {
     const struct srv_ckey *k = srv_ckey_find(key);
     /* Inert keys stay unknown fields here (a stray "dtype" is no config),
      * and so does "bias", Falcon's flag but attention's own object. */
@@ -487,7 +486,7 @@ static json_t *take_top_keys(struct srv_call *c, const struct adapter *ad,
       continue;
     json_object_set(top, key, v);
     if (!is_native(ad, key)) {
-      json_object_del(c->params, key);
+      json_object_del(c->in.params, key);
       ++*foreign;
     }
   }
@@ -522,7 +521,7 @@ static int assemble(struct srv_call *c, const struct cfg_req *q, json_t *top,
                       q->model, names);
     }
     overlay(cfg, origins, json_object_get(p, "config"), "/model");
-    snprintf(c->cfg->model, sizeof c->cfg->model, "%s", q->model);
+    snprintf(c->in.cfg->model, sizeof c->in.cfg->model, "%s", q->model);
   }
   if (q->config)
     overlay(cfg, origins, q->config, "/config");
@@ -541,11 +540,11 @@ int srv_config_apply(struct srv_call *c, struct srv_err *err)
   size_t i;
   int rc = -1, foreign;
 
-  if (!json_is_object(c->params))
+  if (!json_is_object(c->in.params))
     return 0;
   memset(&q, 0, sizeof q);
   if (srv_pctx_root(c, &pc, err) != 0 ||
-      srv_params_parse(&pc, c->params, &b, err) != 0)
+      srv_params_parse(&pc, c->in.params, &b, err) != 0)
     return -1;
   ad = adapter_for(c);
   if (!(top = take_top_keys(c, ad, &foreign)))
@@ -556,10 +555,10 @@ int srv_config_apply(struct srv_call *c, struct srv_err *err)
     return 0;
   }
   memset(&m, 0, sizeof m);
-  c->cfg = srv_arena_calloc(&c->arena, 1, sizeof *c->cfg);
+  c->in.cfg = srv_arena_calloc(&c->arena, 1, sizeof *c->in.cfg);
   cfg = json_object();
   origins = json_object();
-  if (!c->cfg || !cfg || !origins) {
+  if (!c->in.cfg || !cfg || !origins) {
     srv_fail(err, 500, NULL, "out of memory");
     goto out;
   }
@@ -574,15 +573,15 @@ int srv_config_apply(struct srv_call *c, struct srv_err *err)
     goto out;
 
   for (i = 0; i < json_array_size(m.upstream); i++)
-    list_add(c->cfg_upstream, sizeof c->cfg_upstream,
+    list_add(c->in.cfg_upstream, sizeof c->in.cfg_upstream,
              json_string_value(json_array_get(m.upstream, i)));
   for (i = 0; i < json_array_size(m.ignored); i++)
     srv_config_ignore(c, json_string_value(json_array_get(m.ignored, i)));
-  snprintf(c->cfg_layer, sizeof c->cfg_layer, "%lld; type=%s",
+  snprintf(c->in.cfg_layer, sizeof c->in.cfg_layer, "%lld; type=%s",
            (long long)m.layer, m.layer_type);
-  json_object_del(c->params, "model");
-  json_object_del(c->params, "config");
-  json_object_del(c->params, "layer");
+  json_object_del(c->in.params, "model");
+  json_object_del(c->in.params, "config");
+  json_object_del(c->in.params, "layer");
   rc = 0;
 out:
   srv_model_free(&m);
@@ -602,10 +601,10 @@ static const struct blame *blame_for(const struct srv_call *c,
   size_t bl = 0;
   int i;
 
-  if (!c->cfg || !ptr)
+  if (!c->in.cfg || !ptr)
     return NULL;
-  for (i = 0; i < c->cfg->n; i++) {
-    const struct blame *b = &c->cfg->b[i];
+  for (i = 0; i < c->in.cfg->n; i++) {
+    const struct blame *b = &c->in.cfg->b[i];
     size_t n = strlen(b->route);
     if (strncmp(ptr, b->route, n) == 0 && (ptr[n] == '\0' || ptr[n] == '/') &&
         n > bl) {
@@ -648,9 +647,9 @@ void srv_config_blame(const struct srv_call *c, struct srv_err *err)
   srv_config_pointer(c, err->field, field, sizeof field);
   snprintf(err->field, sizeof err->field, "%s", field);
   n = strlen(err->detail);
-  if (c->cfg->model[0])
+  if (c->in.cfg->model[0])
     snprintf(err->detail + n, sizeof err->detail - n,
-             " (filled in from model %s: %s)", c->cfg->model, b->keys);
+             " (filled in from model %s: %s)", c->in.cfg->model, b->keys);
   else
     snprintf(err->detail + n, sizeof err->detail - n,
              " (filled in from config: %s)", b->keys);

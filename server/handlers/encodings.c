@@ -171,18 +171,18 @@ int srv_h_encodings(struct srv_call *c, struct srv_err *err)
     return -1;
   ab_encoding_params_init(&rq->p);
 
-  if (srv_params_enum(&pc, c->params, &enc_common[0], &method, err) < 0)
+  if (srv_params_enum(&pc, c->in.params, &enc_common[0], &method, err) < 0)
     return -1;
   rq->p.method = (enum ab_enc_method)method;
   common = (struct srv_pbind){&srv_ptab_enc_common, rq, 0};
   meth = (struct srv_pbind){srv_ptab_enc_methods[method], rq, 0};
-  if (srv_params_parse(&pc, c->params, &common, err) != 0 ||
-      srv_params_parse(&pc, c->params, &meth, err) != 0)
+  if (srv_params_parse(&pc, c->in.params, &common, err) != 0 ||
+      srv_params_parse(&pc, c->in.params, &meth, err) != 0)
     return -1;
   tabs[0] = &srv_ptab_enc_common;
   tabs[1] = srv_ptab_enc_methods[method];
   tabs[2] = &srv_ptab_output;
-  srv_params_unknown(&pc, c->params, tabs, 3, NULL);
+  srv_params_unknown(&pc, c->in.params, tabs, 3, NULL);
   srv_params_unused_bin(&pc);
 
   if (rq->p.method == AB_ENC_LEARNED) {

@@ -22,9 +22,9 @@ struct srv_probe srv_probe;
 static int reply(struct srv_call *c, const char *type, const char *body,
                  size_t n, struct srv_err *err)
 {
-  if (srv_buf_append(&c->custom, body, n) != 0)
+  if (srv_buf_append(&c->plan.custom, body, n) != 0)
     return srv_fail(err, 500, NULL, "out of memory");
-  c->custom_type = type;
+  c->plan.custom_type = type;
   return 0;
 }
 
@@ -49,9 +49,9 @@ int srv_h_readyz(struct srv_call *c, struct srv_err *err)
 
 int srv_h_metrics(struct srv_call *c, struct srv_err *err)
 {
-  if (!srv_probe.metrics || srv_probe.metrics(&c->custom) != 0)
+  if (!srv_probe.metrics || srv_probe.metrics(&c->plan.custom) != 0)
     return srv_fail(err, 500, NULL, "out of memory rendering the metrics");
-  c->custom_type = "text/plain; version=0.0.4; charset=utf-8";
+  c->plan.custom_type = "text/plain; version=0.0.4; charset=utf-8";
   return 0;
 }
 

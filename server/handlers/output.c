@@ -18,7 +18,7 @@ int srv_check_budget(struct srv_call *c, double out_bytes, double flops,
    * refused rather than waved through. */
   if (srv_cfg.max_output_mb > 0 &&
       !(out_bytes <= srv_cfg.max_output_mb * MIB)) {
-    const int text = c->fmt == SRV_FMT_JSON && !c->b64;
+    const int text = c->in.fmt == SRV_FMT_JSON && !c->in.b64;
     srv_fail(err, 413, NULL,
              "the result would take %.4g MiB%s, more than this server's "
              "--max-output-mb %g",
@@ -84,21 +84,21 @@ void *srv_output_tensor(struct srv_call *c, const char *name,
   struct srv_output *o;
   void *data;
 
-  if (c->noutputs >= SRV_MAX_OUTPUTS) {
+  if (c->plan.noutputs >= SRV_MAX_OUTPUTS) {
     srv_fail(err, 500, NULL, "too many outputs declared for %s", name);
     return NULL;
   }
   data = srv_tensor_alloc(c, name, dtype, ndim, shape, err);
   if (!data)
     return NULL;
-  o = &c->outputs[c->noutputs];
+  o = &c->plan.outputs[c->plan.noutputs];
   memset(o, 0, sizeof *o);
   o->name = name;
   if (ab_tensor_init(&o->t, data, dtype, ndim, shape) != AB_STATUS_OK) {
     srv_fail(err, 413, NULL, "output %s is too large to describe", name);
     return NULL;
   }
-  c->noutputs++;
+  c->plan.noutputs++;
   return data;
 }
 
@@ -107,9 +107,9 @@ int srv_output_scalar(struct srv_call *c, const char *name, double v,
 {
   struct srv_output *o;
 
-  if (c->noutputs >= SRV_MAX_OUTPUTS)
+  if (c->plan.noutputs >= SRV_MAX_OUTPUTS)
     return srv_fail(err, 500, NULL, "too many outputs declared for %s", name);
-  o = &c->outputs[c->noutputs++];
+  o = &c->plan.outputs[c->plan.noutputs++];
   memset(o, 0, sizeof *o);
   o->name = name;
   o->is_scalar = 1;
@@ -131,7 +131,7 @@ int srv_output_json(struct srv_call *c, const char *name, const json_t *v,
     return srv_fail(err, 500, NULL, "out of memory writing %s", name);
   if (srv_output_scalar(c, name, 0, err) != 0)
     return -1;
-  c->outputs[c->noutputs - 1].json = kept;
+  c->plan.outputs[c->plan.noutputs - 1].json = kept;
   return 0;
 }
 
@@ -139,10 +139,10 @@ int srv_add_job(struct srv_call *c, ab_job_t *job, struct srv_err *err)
 {
   if (!job)
     return srv_fail(err, 500, NULL, "no job to run");
-  if (c->njobs >= SRV_MAX_JOBS) {
+  if (c->plan.njobs >= SRV_MAX_JOBS) {
     ab_job_free(job);
     return srv_fail(err, 500, NULL, "too many jobs for one request");
   }
-  c->jobs[c->njobs++] = job;
+  c->plan.jobs[c->plan.njobs++] = job;
   return 0;
 }

@@ -36,11 +36,11 @@ static const char *const g_headers[][2] = {
 static int serve(struct srv_call *c, const char *type, const char *begin,
                  const char *end, struct srv_err *err)
 {
-  if (srv_buf_append(&c->custom, begin, (size_t)(end - begin)) != 0)
+  if (srv_buf_append(&c->plan.custom, begin, (size_t)(end - begin)) != 0)
     return srv_fail(err, 500, NULL, "out of memory");
-  c->custom_type = type;
-  c->custom_headers = g_headers;
-  c->ncustom_headers = (int)(sizeof g_headers / sizeof g_headers[0]);
+  c->plan.custom_type = type;
+  c->plan.custom_headers = g_headers;
+  c->plan.ncustom_headers = (int)(sizeof g_headers / sizeof g_headers[0]);
   return 0;
 }
 

@@ -47,8 +47,8 @@ int srv_pctx_root(struct srv_call *c, struct srv_pctx *pc,
 {
   memset(pc, 0, sizeof *pc);
   pc->c = c;
-  pc->bin_used = srv_arena_calloc(&c->arena, c->nbin > 0 ? (size_t)c->nbin : 1,
-                                  1);
+  pc->bin_used =
+      srv_arena_calloc(&c->arena, c->in.nbin > 0 ? (size_t)c->in.nbin : 1, 1);
   if (!pc->bin_used)
     return srv_fail(err, 500, NULL, "out of memory while reading parameters");
   return 0;
@@ -66,7 +66,7 @@ void *srv_handler_begin(struct srv_call *c, struct srv_pctx *pc, size_t size,
     srv_fail(err, 500, NULL, "out of memory");
     return NULL;
   }
-  c->state = state;
+  c->plan.state = state;
   return state;
 }
 
@@ -127,9 +127,9 @@ void srv_params_unused_bin(const struct srv_pctx *pc)
 {
   int i;
 
-  for (i = 0; i < pc->c->nbin; i++) {
+  for (i = 0; i < pc->c->in.nbin; i++) {
     char ptr[256], comp[192];
-    const char *s = pc->c->bin[i].name, *dot;
+    const char *s = pc->c->in.bin[i].name, *dot;
 
     if (pc->bin_used[i] || !s)
       continue;
@@ -482,8 +482,8 @@ static int bin_find(const struct srv_call *c, const char *dotted)
 {
   int i;
 
-  for (i = 0; i < c->nbin; i++)
-    if (c->bin[i].name && strcmp(c->bin[i].name, dotted) == 0)
+  for (i = 0; i < c->in.nbin; i++)
+    if (c->in.bin[i].name && strcmp(c->in.bin[i].name, dotted) == 0)
       return i;
   return -1;
 }
@@ -502,8 +502,8 @@ static int bin_below(const struct srv_pctx *pc, const char *name)
     prefix[n++] = '.';
     prefix[n] = '\0';
   }
-  for (i = 0; i < pc->c->nbin; i++)
-    if (pc->c->bin[i].name && strncmp(pc->c->bin[i].name, prefix, n) == 0)
+  for (i = 0; i < pc->c->in.nbin; i++)
+    if (pc->c->in.bin[i].name && strncmp(pc->c->in.bin[i].name, prefix, n) == 0)
       return 1;
   return 0;
 }
@@ -862,21 +862,21 @@ const struct srv_ptable srv_ptab_output =
 
 double srv_out_bytes(const struct srv_call *c, double numel)
 {
-  const int dt = c->out_dtype;
+  const int dt = c->in.out_dtype;
   size_t sz = ab_dtype_size((enum ab_dtype)dt);
   double sent;
 
   if (!sz)
     sz = 4;
-  if (c->fmt != SRV_FMT_JSON)
+  if (c->in.fmt != SRV_FMT_JSON)
     sent = numel * (double)sz;
-  else if (c->b64)
+  else if (c->in.b64)
     sent = ceil(numel * (double)sz / 3.0) * 4.0;
   else
     sent = numel * (dt == AB_DTYPE_F64 ? SRV_JSON_TXT_F64 : SRV_JSON_TXT_F32);
   /* The library computes float32; only a float32 binary answer is sent
    * from those very bytes. */
-  if (c->fmt == SRV_FMT_JSON || dt != AB_DTYPE_F32)
+  if (c->in.fmt == SRV_FMT_JSON || dt != AB_DTYPE_F32)
     sent += 4.0 * numel;
   return sent;
 }
@@ -890,11 +890,11 @@ int srv_reply_json(struct srv_call *c, json_t *root, const char *what,
   json_decref(root);
   if (!text)
     return srv_fail(err, 500, NULL, "out of memory building %s", what);
-  rc = srv_buf_append(&c->custom, text, strlen(text));
+  rc = srv_buf_append(&c->plan.custom, text, strlen(text));
   free(text);
   if (rc != 0)
     return srv_fail(err, 500, NULL, "out of memory sending %s", what);
-  c->custom_type = "application/json";
+  c->plan.custom_type = "application/json";
   return 0;
 }
 

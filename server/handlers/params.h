@@ -33,7 +33,7 @@ enum srv_ptype {
                        entry of the dotted name -> struct ab_tensor
                        (data NULL when absent) */
   SRV_PT_INTS,      /* array of integers, each within [min, max] ->
-                       const json_t * (borrowed from c->params) */
+                       const json_t * (borrowed from c->in.params) */
   SRV_PT_POSITIONS, /* integer n (>= 1) or a non-empty array (of numbers, or
                        of equal-length arrays) -> const json_t * */
   SRV_PT_OBJECT,    /* object, parsed by its own tables -> const json_t * */
@@ -106,7 +106,7 @@ struct srv_pbind {
  * names).  Children are made with srv_pctx_child. */
 struct srv_pctx {
   struct srv_call *c;
-  unsigned char *bin_used; /* [c->nbin]: safetensors entries consumed */
+  unsigned char *bin_used; /* [c->in.nbin]: safetensors entries consumed */
   char ptr[192];           /* "" for the root, "/rope_scaling", ... */
   char dot[192];           /* "" for the root, "bias.layers.0", ... */
 };
@@ -116,8 +116,8 @@ struct srv_pctx {
 int srv_pctx_root(struct srv_call *c, struct srv_pctx *pc,
                   struct srv_err *err);
 /* How every /v1 handler starts: the root context, and the handler's state
- * (`size` zeroed bytes in the arena, also stored in c->state).  Returns the
- * state, or NULL with err set (500). */
+ * (`size` zeroed bytes in the arena, also stored in c->plan.state).  Returns
+ * the state, or NULL with err set (500). */
 void *srv_handler_begin(struct srv_call *c, struct srv_pctx *pc, size_t size,
                         struct srv_err *err);
 /* The context of member `name` (an object key or an array index). */
@@ -136,7 +136,7 @@ const char *srv_pctx_ptr(const struct srv_pctx *pc, const char *name,
 int srv_params_parse(const struct srv_pctx *pc, const json_t *obj,
                      struct srv_pbind *b, struct srv_err *err);
 
-/* Append to c->ignored the pointer of every member of obj that none of the
+/* Append to c->in.ignored the pointer of every member of obj that none of the
  * n tables describes (nor `extra`, a NULL-terminated list of other known
  * names, may be NULL). */
 void srv_params_unknown(const struct srv_pctx *pc, const json_t *obj,
@@ -297,7 +297,7 @@ int srv_window_parse(const struct srv_pctx *pc, const json_t *window,
                      int64_t sliding, int has_sliding, int64_t *left,
                      int64_t *right, struct srv_err *err);
 
-/* A handler's whole answer as compact JSON (c->custom, application/json);
+/* A handler's whole answer as compact JSON (c->plan.custom, application/json);
  * takes root (may be NULL: out of memory).  `what` names it in errors. */
 int srv_reply_json(struct srv_call *c, json_t *root, const char *what,
                    struct srv_err *err);

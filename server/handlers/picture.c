@@ -65,8 +65,8 @@ int srv_picture_draw(struct srv_call *c, const struct srv_picture *pic,
   hm.row0 = row0;
   hm.title = title;
   hm.zero_masked = zero_masked;
-  if (srv_codec_png_heatmap(&hm, &c->custom, err) != 0)
+  if (srv_codec_png_heatmap(&hm, &c->plan.custom, err) != 0)
     return -1;
-  c->custom_type = "image/png";
+  c->plan.custom_type = "image/png";
   return 0;
 }

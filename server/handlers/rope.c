@@ -546,7 +546,7 @@ int srv_h_rope(struct srv_call *c, struct srv_err *err)
   if (!(rq = srv_handler_begin(c, &pc, sizeof *rq, err)))
     return -1;
   req = (struct srv_pbind){&srv_ptab_rope_request, rq, 0};
-  if (srv_params_parse(&pc, c->params, &req, err) != 0)
+  if (srv_params_parse(&pc, c->in.params, &req, err) != 0)
     return -1;
   ts[0] = &rq->q;
   ts[1] = &rq->k;
@@ -575,12 +575,12 @@ int srv_h_rope(struct srv_call *c, struct srv_err *err)
       hint = t->shape[t->ndim - 1];
   }
 
-  if (srv_rope_parse(&pc, c->params, hint, &rq->cfg, err) != 0)
+  if (srv_rope_parse(&pc, c->in.params, hint, &rq->cfg, err) != 0)
     return -1;
   tabs[0] = &srv_ptab_rope_config;
   tabs[1] = &srv_ptab_rope_request;
   tabs[2] = &srv_ptab_output;
-  srv_params_unknown(&pc, c->params, tabs, 3, NULL);
+  srv_params_unknown(&pc, c->in.params, tabs, 3, NULL);
   srv_params_unused_bin(&pc);
 
   if (rq->cfg.p.rope_type == AB_ROPE_XPOS && !have_qk)

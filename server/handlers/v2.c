@@ -110,11 +110,11 @@ static const struct v2_model *route_model(const struct srv_call *c,
   char name[64];
   size_t i;
 
-  if (srv_codec_v2_model(c->route->path, name, sizeof name))
+  if (srv_codec_v2_model(c->req.route->path, name, sizeof name))
     for (i = 0; i < NMODELS; i++)
       if (strcmp(g_models[i].name, name) == 0)
         return &g_models[i];
-  srv_fail(err, 404, NULL, "no model for path '%.200s'", c->route->path);
+  srv_fail(err, 404, NULL, "no model for path '%.200s'", c->req.route->path);
   return NULL;
 }
 

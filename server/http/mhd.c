@@ -231,12 +231,12 @@ static void server_timing(const struct srv_req *rq, char *out, size_t cap)
   }
   /* A streamed response goes out while it is computed: no compute or
    * encode time can be known when the headers are sent. */
-  if (c->stream && cap - n > 16)
+  if (c->run.stream && cap - n > 16)
     n += (size_t)snprintf(out + n, cap - n, "%sstream", n ? ", " : "");
   /* Computing began while the body arrived: pieces done by its end. */
   if (rq->early_run == 1 && cap - n > 64)
     snprintf(out + n, cap - n, "%searly;desc=\"%lld/%lld\"", n ? ", " : "",
-             (long long)c->early_done, (long long)c->early_pieces);
+             (long long)c->run.early_done, (long long)c->run.early_pieces);
 }
 
 /* MHD_get_connection_values callback: any Prefer header field asking for
@@ -254,14 +254,14 @@ static enum MHD_Result prefer_field(void *cls, enum MHD_ValueKind kind,
 /* Request headers every POST call reads beside its body. */
 static void read_call_headers(struct srv_call *c, struct MHD_Connection *conn)
 {
-  c->content_type =
+  c->req.content_type =
       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
-  c->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
-  c->infer_header = MHD_lookup_connection_value(
+  c->req.accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+  c->req.infer_header = MHD_lookup_connection_value(
       conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-  c->strict = 0;
+  c->req.strict = 0;
   MHD_get_connection_values(conn, MHD_HEADER_KIND, prefer_field,
-                            &c->strict);
+                            &c->req.strict);
 }
 
 /* The headers every response of a call carries beside its body. */
@@ -270,27 +270,27 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
   struct srv_call *c = &rq->call;
   char timing[256];
 
-  if (c->status != 204)
+  if (c->resp.status != 204)
     MHD_add_response_header(r, "Content-Type",
-                            c->resp_type ? c->resp_type
+                            c->resp.type ? c->resp.type
                                          : "application/octet-stream");
   srv_cors_headers(r, rq->origin, rq->preflight ? rq->cors_methods : NULL);
   /* Names made safe for a header value by srv_codec_ignore. */
-  if (c->ignored.len)
-    MHD_add_response_header(r, "X-Attnbias-Ignored", c->ignored.data);
-  if (c->strict)
+  if (c->in.ignored.len)
+    MHD_add_response_header(r, "X-Attnbias-Ignored", c->in.ignored.data);
+  if (c->req.strict)
     MHD_add_response_header(r, "Preference-Applied", "handling=strict");
   /* Config key names: printable ASCII by construction (the key table). */
-  if (c->cfg_used[0])
-    MHD_add_response_header(r, "X-Attnbias-Config-Used", c->cfg_used);
-  if (c->cfg_upstream[0])
+  if (c->in.cfg_used[0])
+    MHD_add_response_header(r, "X-Attnbias-Config-Used", c->in.cfg_used);
+  if (c->in.cfg_upstream[0])
     MHD_add_response_header(r, "X-Attnbias-Config-Upstream",
-                            c->cfg_upstream);
-  if (c->cfg_layer[0])
-    MHD_add_response_header(r, "X-Attnbias-Config-Layer", c->cfg_layer);
-  if (c->resp_infer_header) {
+                            c->in.cfg_upstream);
+  if (c->in.cfg_layer[0])
+    MHD_add_response_header(r, "X-Attnbias-Config-Layer", c->in.cfg_layer);
+  if (c->resp.infer_header) {
     char n[24];
-    snprintf(n, sizeof n, "%zu", c->resp_infer_header);
+    snprintf(n, sizeof n, "%zu", c->resp.infer_header);
     MHD_add_response_header(r, "Inference-Header-Content-Length", n);
   }
   server_timing(rq, timing, sizeof timing);
@@ -298,21 +298,21 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
     MHD_add_response_header(r, "Server-Timing", timing);
   /* Only a full queue says when to retry: a server shutting down sends
    * none, its clients should go elsewhere. */
-  if (c->status == 503 && rq->early.retry_after > 0) {
+  if (c->resp.status == 503 && rq->early.retry_after > 0) {
     char ra[16];
     snprintf(ra, sizeof ra, "%d", rq->early.retry_after);
     MHD_add_response_header(r, "Retry-After", ra);
   }
-  if (c->status == 405 && rq->early.allow[0])
+  if (c->resp.status == 405 && rq->early.allow[0])
     MHD_add_response_header(r, "Allow", rq->early.allow);
-  if (c->status == 401)
+  if (c->resp.status == 401)
     MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"attnbias\"");
   /* A handler's own headers go with its own answer only, never with an
    * error that replaced it. */
-  if (c->custom_headers && c->status >= 200 && c->status < 300)
-    for (int i = 0; i < c->ncustom_headers; i++)
-      MHD_add_response_header(r, c->custom_headers[i][0],
-                              c->custom_headers[i][1]);
+  if (c->plan.custom_headers && c->resp.status >= 200 && c->resp.status < 300)
+    for (int i = 0; i < c->plan.ncustom_headers; i++)
+      MHD_add_response_header(r, c->plan.custom_headers[i][0],
+                              c->plan.custom_headers[i][1]);
   /* While draining every response closes its connection, so that clients
    * move to another instance. */
   if (rq->close || atomic_load(&g_draining))
@@ -321,45 +321,45 @@ static void add_headers(struct srv_req *rq, struct MHD_Response *r)
 
 /* Queue the response held in rq->call (status, body, type), with the
  * headers that the status and the server's state call for.  MHD sends the
- * call's own buffers -- resp_body, then any tensor left in place by the
- * encoder (c->resp_seg) -- without a copy; the request record, and with it
+ * call's own buffers -- resp.body, then any tensor left in place by the
+ * encoder (c->resp.seg) -- without a copy; the request record, and with it
  * the call, lives until MHD lets go of the response. */
 static enum MHD_Result send_call(struct srv_req *rq, struct MHD_Connection *conn)
 {
   struct srv_call *c = &rq->call;
   struct MHD_Response *r;
   enum MHD_Result ok;
-  size_t len = c->resp_body.len;
+  size_t len = c->resp.body.len;
   int i;
 
   atomic_fetch_add(&rq->refs, 1); /* dropped by response_done */
-  if (c->nresp_seg > 0) {
+  if (c->resp.nseg > 0) {
     struct MHD_IoVec iov[1 + SRV_MAX_OUTPUTS];
     unsigned n = 0;
 
-    if (c->resp_body.len) {
-      iov[n].iov_base = c->resp_body.data;
-      iov[n++].iov_len = c->resp_body.len;
+    if (c->resp.body.len) {
+      iov[n].iov_base = c->resp.body.data;
+      iov[n++].iov_len = c->resp.body.len;
     }
-    for (i = 0; i < c->nresp_seg; i++) {
-      iov[n].iov_base = c->resp_seg[i].data;
-      iov[n++].iov_len = c->resp_seg[i].len;
-      len += c->resp_seg[i].len;
+    for (i = 0; i < c->resp.nseg; i++) {
+      iov[n].iov_base = c->resp.seg[i].data;
+      iov[n++].iov_len = c->resp.seg[i].len;
+      len += c->resp.seg[i].len;
     }
     r = MHD_create_response_from_iovec(iov, n, response_done, rq);
   } else {
     r = MHD_create_response_from_buffer_with_free_callback_cls(
-        len, c->resp_body.data ? c->resp_body.data : (void *)"",
-        response_done, rq);
+        len, c->resp.body.data ? c->resp.body.data : (void *)"", response_done,
+        rq);
   }
   if (!r) {
     req_release(rq);
     return MHD_NO;
   }
   add_headers(rq, r);
-  ok = MHD_queue_response(conn, (unsigned)c->status, r);
+  ok = MHD_queue_response(conn, (unsigned)c->resp.status, r);
   MHD_destroy_response(r);
-  rq->status = c->status;
+  rq->status = c->resp.status;
   rq->bytes_out = len;
   rq->stage = STAGE_SENT;
   /* The work is over once its response is queued: free the slot now
@@ -437,7 +437,7 @@ static enum MHD_Result send_preflight(struct srv_req *rq,
                          sizeof rq->cors_methods) != 0)
     return send_error(rq, conn, &err);
   rq->preflight = 1;
-  rq->call.status = 204;
+  rq->call.resp.status = 204;
   return send_early(rq, conn);
 }
 
@@ -792,11 +792,11 @@ static void on_stream_done(struct srv_call *c, void *arg)
 {
   struct srv_req *rq = arg;
 
-  srv_metrics_kernel(rq->route, c->kernel_seconds);
-  if (atomic_load(&c->cancel))
+  srv_metrics_kernel(rq->route, c->ts.kernel_seconds);
+  if (atomic_load(&c->run.cancel))
     srv_log("%s %s: the client went away; the rest of its job was skipped "
             "(%.3f kernel-seconds spent)",
-            rq->method, rq->path, c->kernel_seconds);
+            rq->method, rq->path, c->ts.kernel_seconds);
   unadmit(rq);
   req_release(rq); /* the pool's reference */
 }
@@ -824,10 +824,11 @@ static enum MHD_Result stream_queue(struct srv_req *rq,
                                     struct MHD_Connection *conn,
                                     struct MHD_Response *r)
 {
-  enum MHD_Result ok = MHD_queue_response(conn, (unsigned)rq->call.status, r);
+  enum MHD_Result ok =
+      MHD_queue_response(conn, (unsigned)rq->call.resp.status, r);
 
   MHD_destroy_response(r);
-  rq->status = rq->call.status;
+  rq->status = rq->call.resp.status;
   rq->bytes_out = srv_call_stream_length(&rq->call);
   rq->stage = STAGE_SENT;
   return ok;
@@ -837,7 +838,7 @@ static enum MHD_Result stream_call(struct srv_req *rq,
                                    struct MHD_Connection *conn)
 {
   /* The headers are made before the pool can touch the call (it writes
-   * c->ts and c->kernel_seconds). */
+   * c->ts, kernel_seconds included). */
   struct MHD_Response *r = stream_response(rq);
 
   if (!r)
@@ -858,7 +859,8 @@ static void try_early(struct srv_req *rq, struct MHD_Connection *conn)
   struct srv_call *c = &rq->call;
   int64_t head;
 
-  if (!(c->route->flags & SRV_ROUTE_EARLY) || rq->length < EARLY_MIN_BYTES) {
+  if (!(c->req.route->flags & SRV_ROUTE_EARLY) ||
+      rq->length < EARLY_MIN_BYTES) {
     rq->early_run = -1;
     return;
   }
@@ -873,9 +875,9 @@ static void try_early(struct srv_req *rq, struct MHD_Connection *conn)
   read_call_headers(c, conn);
   /* The buffer holds the declared length (reserved with the headers), so
    * it never moves; the call must not free it (no body_buf). */
-  c->body = rq->body.data;
-  c->body_len = (size_t)rq->length;
-  c->body_avail = rq->body.len;
+  c->req.body = rq->body.data;
+  c->req.body_len = (size_t)rq->length;
+  c->req.body_avail = rq->body.len;
   atomic_fetch_add(&rq->refs, 1); /* the pool's, if it starts */
   if (srv_call_start_early(c, stream_wake, rq, on_stream_done, rq))
     rq->early_run = 1;
@@ -905,9 +907,9 @@ static enum MHD_Result on_body_done(struct srv_req *rq,
   struct srv_call *c = &rq->call;
 
   c->ts.body = srv_now_ns();
-  c->body = rq->body.data ? rq->body.data : "";
-  c->body_len = rq->body.len;
-  c->body_buf = rq->body.data ? &rq->body : NULL;
+  c->req.body = rq->body.data ? rq->body.data : "";
+  c->req.body_len = rq->body.len;
+  c->req.body_buf = rq->body.data ? &rq->body : NULL;
   read_call_headers(c, conn);
 
   if (srv_call_prepare(c) == 0) {
@@ -1042,21 +1044,21 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
    * (toe alone cannot tell: a client that closes the moment it has read a
    * whole answer often gets "error" from MHD.)  Its kernel time is counted
    * when its job ends (on_stream_done), which may come later. */
-  cut_short = rq->call.stream && !rq->stream_whole;
+  cut_short = rq->call.run.stream && !rq->stream_whole;
   if (rq->status && !cut_short)
     srv_metrics_request(rq->route, rq->status, secs, in, rq->bytes_out);
   else if (!rq->counted && cut < 0)
     srv_metrics_reject(atomic_load(&g_draining) ? SRV_REJECT_CUT
                                                 : SRV_REJECT_CLIENT_CLOSED);
   if (cut_short) {
-    atomic_store(&rq->call.cancel, 1);
+    atomic_store(&rq->call.run.cancel, 1);
     /* An early call's items may be parked, waiting for bytes. */
     srv_work_gate_advance(&rq->call, 0);
   }
   /* Streamed and early calls count theirs when their job ends (an early
    * call that failed before its body ended has no stream any more). */
-  if (!rq->call.stream && rq->early_run != 1)
-    srv_metrics_kernel(rq->route, rq->call.kernel_seconds);
+  if (!rq->call.run.stream && rq->early_run != 1)
+    srv_metrics_kernel(rq->route, rq->call.ts.kernel_seconds);
   if (cut == SRV_REJECT_SLOW_UPLOAD)
     srv_log("%s %s: the body arrives too slowly (%llu bytes in %.1f s: "
             "under --body-min-rate-kb %g after --body-grace-s %g); "

@@ -38,7 +38,7 @@ struct task {
   void *arg;
   struct task *next; /* in g_pending */
 
-  int job;               /* index into c->jobs of the current phase */
+  int job;               /* index into c->plan.jobs of the current phase */
   int items;             /* work items of the current phase */
   int items_after;       /* of those, after-work callbacks still due */
   uv_work_t *work;       /* enough for the largest phase */
@@ -52,7 +52,7 @@ struct task {
   int status;                 /* 0 or the HTTP status of the failure */
   struct srv_err err;
 
-  /* Gated calls (c->gate): items come and go with the body's bytes. */
+  /* Gated calls (c->run.gate): items come and go with the body's bytes. */
   struct srv_gate *gate;
   int slots;                  /* uv_work_t in `work`, and items wanted */
   unsigned char *used;        /* loop thread: slot has an item out */
@@ -106,7 +106,7 @@ static void *scratch_alloc(size_t n)
  * none.  Jobs without pieces have nothing to run. */
 static int next_job(const struct srv_call *c, int from)
 {
-  while (from < c->njobs && ab_job_pieces(c->jobs[from]) <= 0)
+  while (from < c->plan.njobs && ab_job_pieces(c->plan.jobs[from]) <= 0)
     from++;
   return from;
 }
@@ -140,7 +140,7 @@ static void fail_task(struct task *t, int http, enum ab_status st,
 static int gate_cancelled(const struct task *t)
 {
   return atomic_load(&g_cancel) || atomic_load(&g_gate_stop) ||
-         atomic_load(&t->c->cancel) || atomic_load(&t->failed);
+         atomic_load(&t->c->run.cancel) || atomic_load(&t->failed);
 }
 
 /* Under mu: an item would have something to do. */
@@ -251,7 +251,7 @@ static void gate_fill(struct task *t, int unpoke)
 
 void srv_work_gate_advance(struct srv_call *c, uint64_t avail)
 {
-  struct srv_gate *g = c->gate;
+  struct srv_gate *g = c->run.gate;
 
   if (!g)
     return;
@@ -270,8 +270,8 @@ static void work_cb(uv_work_t *w)
   uint64_t t0 = srv_now_ns(), zero = 0;
 
   atomic_compare_exchange_strong(&t->first_ns, &zero, t0);
-  if (t->job < c->njobs) {
-    const ab_job_t *job = c->jobs[t->job];
+  if (t->job < c->plan.njobs) {
+    const ab_job_t *job = c->plan.jobs[t->job];
     int64_t pieces = ab_job_pieces(job), i;
     size_t ss = ab_job_scratch_size(job);
     void *scratch = scratch_alloc(ss);
@@ -289,7 +289,7 @@ static void work_cb(uv_work_t *w)
                     "passed before this request was computed");
           break;
         }
-        if (atomic_load_explicit(&c->cancel, memory_order_relaxed)) {
+        if (atomic_load_explicit(&c->run.cancel, memory_order_relaxed)) {
           fail_task(t, 503, AB_STATUS_OK,
                     "the client went away before the answer was computed");
           break;
@@ -311,8 +311,8 @@ static void work_cb(uv_work_t *w)
           fail_task(t, 0, st, NULL);
           break;
         }
-        if (c->piece_done)
-          c->piece_done(c, i);
+        if (c->run.piece_done)
+          c->run.piece_done(c, i);
       }
     }
     free(scratch);
@@ -328,10 +328,11 @@ static void work_cb(uv_work_t *w)
               : atomic_fetch_sub_explicit(&t->items_running, 1,
                                           memory_order_acq_rel) != 1)
     return;
-  t->final = atomic_load(&t->failed) || next_job(c, t->job + 1) >= c->njobs;
+  t->final =
+      atomic_load(&t->failed) || next_job(c, t->job + 1) >= c->plan.njobs;
   if (!t->final)
     return;
-  c->kernel_seconds = (double)atomic_load(&t->kernel_ns) * 1e-9;
+  c->ts.kernel_seconds = (double)atomic_load(&t->kernel_ns) * 1e-9;
   c->ts.run_start = atomic_load(&t->first_ns);
   c->ts.run_end = srv_now_ns();
   t->status = atomic_load(&t->failed) ? t->err.http : 0;
@@ -349,8 +350,8 @@ static void after_work_cb(uv_work_t *w, int status);
  * without pieces: one item then runs only the completion step). */
 static void start_phase(struct task *t)
 {
-  int64_t pieces = t->job < t->c->njobs ? ab_job_pieces(t->c->jobs[t->job])
-                                        : 0;
+  int64_t pieces =
+      t->job < t->c->plan.njobs ? ab_job_pieces(t->c->plan.jobs[t->job]) : 0;
   int n = pieces < g_threads ? (int)pieces : g_threads, i;
 
   if (n < 1)
@@ -561,9 +562,9 @@ int srv_work_submit_full(struct srv_call *c, srv_work_complete_fn complete,
     return -1;
   /* A phase queues min(pieces, threads) items: size the array for the
    * largest one only. */
-  for (j = 0; j < c->njobs; j++)
-    if (ab_job_pieces(c->jobs[j]) > most)
-      most = ab_job_pieces(c->jobs[j]);
+  for (j = 0; j < c->plan.njobs; j++)
+    if (ab_job_pieces(c->plan.jobs[j]) > most)
+      most = ab_job_pieces(c->plan.jobs[j]);
   if (most > g_threads)
     most = g_threads;
   t = calloc(1, sizeof *t);
@@ -579,15 +580,16 @@ int srv_work_submit_full(struct srv_call *c, srv_work_complete_fn complete,
   t->done = done;
   t->arg = arg;
   t->slots = (int)most;
-  c->kernel_seconds = 0;
-  if (c->gate) {
+  c->ts.kernel_seconds = 0;
+  if (c->run.gate) {
     /* One job, claimed in the gate's order. */
-    if (c->njobs != 1 || c->gate->npieces != ab_job_pieces(c->jobs[0]) ||
+    if (c->plan.njobs != 1 ||
+        c->run.gate->npieces != ab_job_pieces(c->plan.jobs[0]) ||
         !(t->used = calloc((size_t)most, 1))) {
       task_free(t);
       return -1;
     }
-    t->gate = c->gate;
+    t->gate = c->run.gate;
   }
 
   pthread_mutex_lock(&g_lock);
@@ -629,8 +631,8 @@ int srv_work_run_inline(struct srv_call *c, struct srv_err *err)
   uint64_t t0 = srv_now_ns();
   int j, rc = 0;
 
-  for (j = 0; j < c->njobs && rc == 0; j++) {
-    const ab_job_t *job = c->jobs[j];
+  for (j = 0; j < c->plan.njobs && rc == 0; j++) {
+    const ab_job_t *job = c->plan.jobs[j];
     int64_t pieces = ab_job_pieces(job), i;
     size_t ss = ab_job_scratch_size(job);
     void *scratch = scratch_alloc(ss);
@@ -652,7 +654,7 @@ int srv_work_run_inline(struct srv_call *c, struct srv_err *err)
   }
   c->ts.run_start = t0;
   c->ts.run_end = srv_now_ns();
-  c->kernel_seconds = (double)(c->ts.run_end - t0) * 1e-9;
+  c->ts.kernel_seconds = (double)(c->ts.run_end - t0) * 1e-9;
   return rc;
 }
 

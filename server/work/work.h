@@ -18,9 +18,9 @@ typedef void (*srv_work_complete_fn)(struct srv_call *c, int status,
 typedef void (*srv_work_done_fn)(struct srv_call *c, int status, void *arg);
 
 /* srv_work_submit with a completion step on the pool (complete may be
- * NULL).  Thread-safe; callable from any thread.  c->jobs run one after
+ * NULL).  Thread-safe; callable from any thread.  c->plan.jobs run one after
  * another, each job's pieces spread over min(pieces, threads) work items
- * that take pieces from a shared counter; c->kernel_seconds receives the
+ * that take pieces from a shared counter; c->ts.kernel_seconds receives the
  * thread-seconds spent in pieces.  Returns 0 and guarantees exactly one
  * call of `done` (with status 503 if the pool is cancelled meanwhile), or
  * -1 if the pool is stopping (nothing is called then). */
@@ -36,7 +36,7 @@ void srv_work_cancel(void);
  * even when no connection waits for it any more. */
 int srv_work_busy(void);
 
-/* A call submitted while its body still arrives (c->gate, filled in by
+/* A call submitted while its body still arrives (c->run.gate, filled in by
  * the submitter before srv_work_submit_full): its single job's pieces are
  * claimed in `order`, the i-th only once `need[i]` body bytes are in
  * (need is nondecreasing).  Items never wait for bytes: when the next
@@ -45,7 +45,7 @@ int srv_work_busy(void);
  * under mu (init and destroy are the submitter's). */
 struct srv_gate {
   int64_t npieces;
-  const int64_t *order;  /* claim index -> piece of c->jobs[0] */
+  const int64_t *order;  /* claim index -> piece of c->plan.jobs[0] */
   const uint64_t *need;  /* claim index -> body bytes its piece reads */
   pthread_mutex_t mu;
   _Atomic uint64_t avail; /* body bytes in place (stored under mu) */
@@ -55,7 +55,7 @@ struct srv_gate {
 };
 
 /* Any thread: `avail` body bytes of a gated call are now in place
- * (nondecreasing; the same value again after setting c->cancel makes a
+ * (nondecreasing; the same value again after setting c->run.cancel makes a
  * call whose items are parked see it).  Cheap when nothing changes. */
 void srv_work_gate_advance(struct srv_call *c, uint64_t avail);
 

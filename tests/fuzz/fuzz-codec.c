@@ -9,7 +9,7 @@
  *   bits 2-4  Accept: one of g_accepts
  *   bit  5    the route may answer image/png
  *   bit  6    binary answers may leave large tensors where they lie
- *             (resp_seg_ok, as the server sends them)
+ *             (resp.seg_ok, as the server sends them)
  *   bit  7    answer in float64 (a float64 tensor of the body is written
  *             back as it came: every bit pattern reaches the formatter)
  * Every refusal must be a 4xx with a readable problem+json
@@ -51,15 +51,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   fuzz_call_init(&c, (mode & 0x20) ? &g_route_png : &g_route, ARENA_CAP,
                  OUT_MAX);
   memset(&err, 0, sizeof err);
-  c.resp_seg_ok = (mode & 0x40) != 0;
-  c.content_type = g_ctypes[mode & 3];
-  c.accept = g_accepts[(mode >> 2) & 7];
-  c.body = size > 1 ? (const char *)data + 1 : NULL;
-  c.body_len = size > 1 ? size - 1 : 0;
+  c.resp.seg_ok = (mode & 0x40) != 0;
+  c.req.content_type = g_ctypes[mode & 3];
+  c.req.accept = g_accepts[(mode >> 2) & 7];
+  c.req.body = size > 1 ? (const char *)data + 1 : NULL;
+  c.req.body_len = size > 1 ? size - 1 : 0;
 
   if (srv_codec_decode_request(&c, &err) == 0) {
     if (mode & 0x80) /* decoding read "output_dtype"; this overrides it */
-      c.out_dtype = AB_DTYPE_F64;
+      c.in.out_dtype = AB_DTYPE_F64;
     for (i = 0; i < (int)(sizeof g_paths / sizeof g_paths[0]); i++) {
       struct ab_tensor t;
       int64_t n;
@@ -74,8 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       f = srv_arena_alloc(&c.arena, (size_t)n * sizeof *f);
       if (!f || ab_tensor_to_f32(&t, f) != AB_STATUS_OK)
         continue;
-      if (c.noutputs < SRV_MAX_OUTPUTS) {
-        struct srv_output *o = &c.outputs[c.noutputs++];
+      if (c.plan.noutputs < SRV_MAX_OUTPUTS) {
+        struct srv_output *o = &c.plan.outputs[c.plan.noutputs++];
         o->name = g_paths[i];
         if ((mode & 0x80) && t.dtype == AB_DTYPE_F64)
           o->t = t;
@@ -83,16 +83,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
           ab_tensor_init(&o->t, f, AB_DTYPE_F32, t.ndim, t.shape);
       }
     }
-    if (c.noutputs < SRV_MAX_OUTPUTS) {
-      struct srv_output *o = &c.outputs[c.noutputs++];
+    if (c.plan.noutputs < SRV_MAX_OUTPUTS) {
+      struct srv_output *o = &c.plan.outputs[c.plan.noutputs++];
       o->name = "scalar";
       o->is_scalar = 1;
-      o->scalar = c.body_len ? (double)c.body[0] / 7.0 : -INFINITY;
+      o->scalar = c.req.body_len ? (double)c.req.body[0] / 7.0 : -INFINITY;
     }
-    if (srv_codec_encode(&c, &err) == 0 && c.resp_type &&
-        strcmp(c.resp_type, "application/json") == 0) {
+    if (srv_codec_encode(&c, &err) == 0 && c.resp.type &&
+        strcmp(c.resp.type, "application/json") == 0) {
       json_error_t je;
-      json_t *j = json_loadb(c.resp_body.data, c.resp_body.len, 0, &je);
+      json_t *j = json_loadb(c.resp.body.data, c.resp.body.len, 0, &je);
       FUZZ_CHECK(j != NULL, "the JSON answer does not parse: %s", je.text);
       json_decref(j);
     }

@@ -25,12 +25,12 @@ void fuzz_call_init(struct srv_call *c, const struct srv_route *route,
                     size_t arena_cap, size_t out_max)
 {
   memset(c, 0, sizeof *c);
-  c->route = route;
+  c->req.route = route;
   srv_arena_init(&c->arena, arena_cap);
-  srv_buf_init(&c->resp_body, out_max);
-  srv_buf_init(&c->custom, out_max);
-  srv_buf_init(&c->ignored, 0);
-  c->out_dtype = AB_DTYPE_F32;
+  srv_buf_init(&c->resp.body, out_max);
+  srv_buf_init(&c->plan.custom, out_max);
+  srv_buf_init(&c->in.ignored, 0);
+  c->in.out_dtype = AB_DTYPE_F32;
 }
 
 void fuzz_call_free(struct srv_call *c)
@@ -38,33 +38,33 @@ void fuzz_call_free(struct srv_call *c)
   int i;
 
   /* Jobs borrow the arena and the body: first. */
-  for (i = 0; i < c->njobs; i++)
-    ab_job_free(c->jobs[i]);
-  c->njobs = 0;
-  json_decref(c->params);
-  c->params = NULL;
-  srv_buf_free(&c->resp_body);
-  srv_buf_free(&c->custom);
-  srv_buf_free(&c->ignored);
+  for (i = 0; i < c->plan.njobs; i++)
+    ab_job_free(c->plan.jobs[i]);
+  c->plan.njobs = 0;
+  json_decref(c->in.params);
+  c->in.params = NULL;
+  srv_buf_free(&c->resp.body);
+  srv_buf_free(&c->plan.custom);
+  srv_buf_free(&c->in.ignored);
   srv_arena_free(&c->arena);
 }
 
 char *fuzz_answer(const struct srv_call *c, size_t *len)
 {
-  size_t n = c->resp_body.len, off;
+  size_t n = c->resp.body.len, off;
   char *a;
   int i;
 
-  for (i = 0; i < c->nresp_seg; i++)
-    n += c->resp_seg[i].len;
+  for (i = 0; i < c->resp.nseg; i++)
+    n += c->resp.seg[i].len;
   a = malloc(n ? n : 1);
   FUZZ_CHECK(a != NULL, "out of memory (%zu bytes)", n);
-  if (c->resp_body.len)
-    memcpy(a, c->resp_body.data, c->resp_body.len);
-  off = c->resp_body.len;
-  for (i = 0; i < c->nresp_seg; i++) {
-    memcpy(a + off, c->resp_seg[i].data, c->resp_seg[i].len);
-    off += c->resp_seg[i].len;
+  if (c->resp.body.len)
+    memcpy(a, c->resp.body.data, c->resp.body.len);
+  off = c->resp.body.len;
+  for (i = 0; i < c->resp.nseg; i++) {
+    memcpy(a + off, c->resp.seg[i].data, c->resp.seg[i].len);
+    off += c->resp.seg[i].len;
   }
   *len = n;
   return a;

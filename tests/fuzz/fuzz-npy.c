@@ -5,7 +5,7 @@
  * answer's output_dtype (bits 3-4: float32, float64, float16, bfloat16;
  * int32 tensors stay int32), a transposed view (bit 5: the last two axes'
  * strides swapped, so the writer gathers) and whether the data may stay
- * where it lies (bit 6: resp_seg_ok, as the server sends it); byte 1 =
+ * where it lies (bit 6: resp.seg_ok, as the server sends it); byte 1 =
  * rank - 1 (bits 0-1); then one byte per axis (size - 1); the rest fills
  * the tensor's bytes, repeated.  At most 2^14 elements (64 KiB of float32
  * and more are sent as a segment).
@@ -187,10 +187,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     buf[i] = size ? data[k] : 0;
 
   fuzz_call_init(&c, NULL, 0, 0);
-  c.resp_seg_ok = seg_ok;
-  c.fmt = SRV_FMT_NPY;
-  c.out_dtype = dt == AB_DTYPE_I32 ? AB_DTYPE_F32 : to;
-  o = &c.outputs[c.noutputs++];
+  c.resp.seg_ok = seg_ok;
+  c.in.fmt = SRV_FMT_NPY;
+  c.in.out_dtype = dt == AB_DTYPE_I32 ? AB_DTYPE_F32 : to;
+  o = &c.plan.outputs[c.plan.noutputs++];
   o->name = "t";
   FUZZ_CHECK(ab_tensor_init(&o->t, buf, dt, rank, shape) == AB_STATUS_OK,
              "%s", ab_last_error()->msg);
@@ -210,8 +210,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_check_error(&err);
   } else {
     FUZZ_CHECK(rc == 0, "%d: %s", err.http, err.detail);
-    FUZZ_CHECK(c.resp_type && strcmp(c.resp_type, "application/x-npy") == 0,
-               "type %s", c.resp_type ? c.resp_type : "(none)");
+    FUZZ_CHECK(c.resp.type && strcmp(c.resp.type, "application/x-npy") == 0,
+               "type %s", c.resp.type ? c.resp.type : "(none)");
     check_file(&c, &o->t, to);
   }
   fuzz_call_free(&c);

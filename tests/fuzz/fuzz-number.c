@@ -250,20 +250,19 @@ static void check_tensor(const uint8_t *p, size_t n, int dtype)
   memcpy(text + hl + n, tail, tl);
   for (k = 0; k < 2; k++) {
     fuzz_call_init(&c[k], NULL, (size_t)64 << 20, 0);
-    c[k].body = text;
-    c[k].body_len = hl + n + tl;
+    c[k].req.body = text;
+    c[k].req.body_len = hl + n + tl;
     memset(&err[k], 0, sizeof err[k]);
-    c[k].params = srv_codec__parse_object(k ? NULL : &c[k], text,
-                                          c[k].body_len, "the request body",
-                                          &err[k]);
-    r[k] = c[k].params ? srv_codec_tensor(&c[k], "t", 1, &t[k], &err[k])
-                       : -1;
+    c[k].in.params = srv_codec__parse_object(
+        k ? NULL : &c[k], text, c[k].req.body_len, "the request body", &err[k]);
+    r[k] =
+        c[k].in.params ? srv_codec_tensor(&c[k], "t", 1, &t[k], &err[k]) : -1;
   }
   FUZZ_CHECK(r[0] == r[1], "fast path %d, jansson %d (%s | %s)", r[0], r[1],
              err[0].detail, err[1].detail);
   if (r[0] == 1) {
-    const json_t *arr = json_object_get(json_object_get(c[1].params, "t"),
-                                        "data");
+    const json_t *arr =
+        json_object_get(json_object_get(c[1].in.params, "t"), "data");
     int64_t m = ab_tensor_numel(&t[0]), e;
     size_t es = ab_dtype_size((enum ab_dtype)t[0].dtype);
     FUZZ_CHECK(m == ab_tensor_numel(&t[1]) && t[0].dtype == t[1].dtype &&

@@ -66,10 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   /* No arena cap, as in the server: the budgets alone must hold. */
   fuzz_call_init(&c, route, 0, 0);
   memset(&err, 0, sizeof err);
-  c.content_type = "application/json";
-  c.accept = acc;
-  c.body = p < end ? (const char *)p : NULL;
-  c.body_len = (size_t)(end - p);
+  c.req.content_type = "application/json";
+  c.req.accept = acc;
+  c.req.body = p < end ? (const char *)p : NULL;
+  c.req.body_len = (size_t)(end - p);
   if (fuzz_call_prepare(&c, &err) == 0 && fuzz_call_run(&c, &err) == 0)
     fuzz_check_answer(&c);
   else

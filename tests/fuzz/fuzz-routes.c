@@ -56,14 +56,14 @@ int fuzz_call_prepare(struct srv_call *c, struct srv_err *err)
     return -1;
   /* A decoded Open Inference Protocol body is the call of its model's /v1
    * route (named as the model), as http/call.c makes it. */
-  if (c->v2) {
-    FUZZ_CHECK(srv_codec_v2_model(c->route->path, model, sizeof model),
-               "v2 route %s names no model", c->route->path);
-    c->route = fuzz_route(model);
+  if (c->in.v2) {
+    FUZZ_CHECK(srv_codec_v2_model(c->req.route->path, model, sizeof model),
+               "v2 route %s names no model", c->req.route->path);
+    c->req.route = fuzz_route(model);
   }
   if (srv_config_apply(c, err) != 0)
     return -1;
-  if (c->route->prepare(c, err) != 0) {
+  if (c->req.route->prepare(c, err) != 0) {
     srv_config_blame(c, err);
     return -1;
   }
@@ -74,8 +74,8 @@ int fuzz_call_run(struct srv_call *c, struct srv_err *err)
 {
   int j;
 
-  for (j = 0; j < c->njobs; j++) {
-    enum ab_status st = ab_job_run_all(c->jobs[j]);
+  for (j = 0; j < c->plan.njobs; j++) {
+    enum ab_status st = ab_job_run_all(c->plan.jobs[j]);
     /* prepare built the job from checked parameters: running it may only
      * run out of memory. */
     FUZZ_CHECK(st == AB_STATUS_OK || st == AB_STATUS_NO_MEMORY,
@@ -84,9 +84,9 @@ int fuzz_call_run(struct srv_call *c, struct srv_err *err)
     if (st != AB_STATUS_OK)
       return srv_fail_lib(err, st, "", NULL);
   }
-  if (c->route->finish && c->route->finish(c, err) != 0)
+  if (c->req.route->finish && c->req.route->finish(c, err) != 0)
     return -1;
-  if (c->custom_type)
+  if (c->plan.custom_type)
     return 0; /* the handler wrote its own body */
   return srv_codec_encode(c, err);
 }
@@ -101,24 +101,24 @@ int fuzz_call_run(struct srv_call *c, struct srv_err *err)
 
 void fuzz_check_answer(const struct srv_call *c)
 {
-  double bytes = (double)c->resp_body.len, flops = 0;
+  double bytes = (double)c->resp.body.len, flops = 0;
   int i;
 
-  for (i = 0; i < c->nresp_seg; i++)
-    bytes += (double)c->resp_seg[i].len;
-  if (!c->custom_type)
+  for (i = 0; i < c->resp.nseg; i++)
+    bytes += (double)c->resp.seg[i].len;
+  if (!c->plan.custom_type)
     FUZZ_CHECK(bytes <= ANSWER_SLACK * FUZZ_BUDGET_MB * 1048576.0 +
                             ANSWER_EXTRA,
                "a %.0f-byte answer passed a %g MiB budget", bytes,
                FUZZ_BUDGET_MB);
-  for (i = 0; i < c->njobs; i++)
-    flops += ab_job_flops(c->jobs[i]);
+  for (i = 0; i < c->plan.njobs; i++)
+    flops += ab_job_flops(c->plan.jobs[i]);
   FUZZ_CHECK(flops <= FLOP_SLACK * FUZZ_BUDGET_GFLOP * 1e9,
              "jobs of %.4g flop passed a %g GFLOP budget", flops,
              FUZZ_BUDGET_GFLOP);
-  if (c->resp_type && strcmp(c->resp_type, "application/json") == 0) {
+  if (c->resp.type && strcmp(c->resp.type, "application/json") == 0) {
     json_error_t je;
-    json_t *j = json_loadb(c->resp_body.data, c->resp_body.len, 0, &je);
+    json_t *j = json_loadb(c->resp.body.data, c->resp.body.len, 0, &je);
     FUZZ_CHECK(j != NULL, "the JSON answer does not parse: %s", je.text);
     json_decref(j);
   }
@@ -129,8 +129,8 @@ void fuzz_check_ignored(const struct srv_call *c)
 {
   size_t i;
 
-  for (i = 0; i < c->ignored.len; i++)
-    FUZZ_CHECK(c->ignored.data[i] > 0x20 && c->ignored.data[i] < 0x7f,
+  for (i = 0; i < c->in.ignored.len; i++)
+    FUZZ_CHECK(c->in.ignored.data[i] > 0x20 && c->in.ignored.data[i] < 0x7f,
                "byte 0x%02x in the ignored list %s",
-               (unsigned char)c->ignored.data[i], c->ignored.data);
+               (unsigned char)c->in.ignored.data[i], c->in.ignored.data);
 }

@@ -33,10 +33,10 @@ static void call_begin(struct srv_call *c, const struct srv_route *route,
                        const char *body, size_t len)
 {
   fuzz_call_init(c, route, 0, 0);
-  c->content_type = "application/vnd.safetensors";
-  c->body = len ? body : NULL;
-  c->body_len = len;
-  c->resp_seg_ok = 1;
+  c->req.content_type = "application/vnd.safetensors";
+  c->req.body = len ? body : NULL;
+  c->req.body_len = len;
+  c->resp.seg_ok = 1;
 }
 
 static int same_values(const struct ab_tensor *a, const struct ab_tensor *b)
@@ -76,10 +76,10 @@ static void check_tensors(struct srv_call *c)
   struct srv_err err;
   char *a;
   size_t alen;
-  int i, n = c->nbin < SRV_MAX_OUTPUTS ? c->nbin : SRV_MAX_OUTPUTS;
+  int i, n = c->in.nbin < SRV_MAX_OUTPUTS ? c->in.nbin : SRV_MAX_OUTPUTS;
 
-  for (i = 0; i < c->nbin; i++) {
-    const struct srv_named_tensor *nt = &c->bin[i];
+  for (i = 0; i < c->in.nbin; i++) {
+    const struct srv_named_tensor *nt = &c->in.bin[i];
     struct ab_tensor t;
     int r = srv_codec_tensor(c, nt->name, 1, &t, &err);
     /* Refused only when __metadata__.params says the same field again. */
@@ -93,30 +93,31 @@ static void check_tensors(struct srv_call *c)
   }
   if (!n)
     return;
-  c->noutputs = 0;
+  c->plan.noutputs = 0;
   for (i = 0; i < n; i++) {
-    struct srv_output *o = &c->outputs[c->noutputs++];
+    struct srv_output *o = &c->plan.outputs[c->plan.noutputs++];
     memset(o, 0, sizeof *o);
-    o->name = c->bin[i].name;
-    o->t = c->bin[i].t;
+    o->name = c->in.bin[i].name;
+    o->t = c->in.bin[i].t;
   }
-  c->fmt = SRV_FMT_SAFETENSORS;
-  c->out_dtype = AB_DTYPE_F64;
+  c->in.fmt = SRV_FMT_SAFETENSORS;
+  c->in.out_dtype = AB_DTYPE_F64;
   if (srv_codec_encode(c, &err) != 0) {
     fuzz_check_error(&err);
     return;
   }
   a = fuzz_answer(c, &alen);
-  call_begin(&back, c->route, a, alen);
+  call_begin(&back, c->req.route, a, alen);
   FUZZ_CHECK(srv_codec_decode_request(&back, &err) == 0,
              "the safetensors answer does not decode: %s", err.detail);
-  FUZZ_CHECK(back.nbin == n, "%d tensors written, %d read back", n, back.nbin);
+  FUZZ_CHECK(back.in.nbin == n, "%d tensors written, %d read back", n,
+             back.in.nbin);
   for (i = 0; i < n; i++) {
     struct ab_tensor t;
-    FUZZ_CHECK(srv_codec_tensor(&back, c->bin[i].name, 1, &t, &err) == 1,
-               "tensor \"%s\" lost in the answer", c->bin[i].name);
-    FUZZ_CHECK(same_values(&c->bin[i].t, &t),
-               "tensor \"%s\" changed in the answer", c->bin[i].name);
+    FUZZ_CHECK(srv_codec_tensor(&back, c->in.bin[i].name, 1, &t, &err) == 1,
+               "tensor \"%s\" lost in the answer", c->in.bin[i].name);
+    FUZZ_CHECK(same_values(&c->in.bin[i].t, &t),
+               "tensor \"%s\" changed in the answer", c->in.bin[i].name);
   }
   fuzz_call_free(&back);
   free(a);
@@ -133,14 +134,14 @@ static char *serve(const struct srv_route *route, const char *body,
   char *a = NULL;
 
   call_begin(&c, route, body, len);
-  c.body_avail = avail;
+  c.req.body_avail = avail;
   memset(&err, 0, sizeof err);
-  if (fuzz_call_prepare(&c, &err) == 0 && (!avail || c.njobs == 1)) {
+  if (fuzz_call_prepare(&c, &err) == 0 && (!avail || c.plan.njobs == 1)) {
     if (avail) {
       /* The rest arrives; the server's gate would run each piece once
        * the bytes it reads are in. */
       memcpy((char *)body + avail, rest, len - avail);
-      c.body_avail = 0;
+      c.req.body_avail = 0;
     }
     if (fuzz_call_run(&c, &err) == 0) {
       fuzz_check_answer(&c);

@@ -41,13 +41,13 @@ static void echo_input(struct srv_call *c, const struct srv_named_tensor *nt)
   struct srv_output *o;
   float *f;
 
-  if (c->noutputs >= SRV_MAX_OUTPUTS - 3 || n < 1 ||
+  if (c->plan.noutputs >= SRV_MAX_OUTPUTS - 3 || n < 1 ||
       (uint64_t)n > ARENA_CAP / 4 / sizeof(float))
     return;
   f = srv_arena_alloc(&c->arena, (size_t)n * sizeof *f);
   if (!f || ab_tensor_to_f32(&nt->t, f) != AB_STATUS_OK)
     return;
-  o = &c->outputs[c->noutputs++];
+  o = &c->plan.outputs[c->plan.noutputs++];
   o->name = nt->name;
   ab_tensor_init(&o->t, f, AB_DTYPE_F32, nt->t.ndim, nt->t.shape);
 }
@@ -65,35 +65,36 @@ static int fuzz_v2_one(const uint8_t *data, size_t size)
   memset(&c, 0, sizeof c);
   memset(&err, 0, sizeof err);
   srv_arena_init(&c.arena, ARENA_CAP);
-  srv_buf_init(&c.resp_body, OUT_MAX);
-  srv_buf_init(&c.custom, OUT_MAX);
-  srv_buf_init(&c.ignored, 4096);
-  c.out_dtype = AB_DTYPE_F32;
+  srv_buf_init(&c.resp.body, OUT_MAX);
+  srv_buf_init(&c.plan.custom, OUT_MAX);
+  srv_buf_init(&c.in.ignored, 4096);
+  c.in.out_dtype = AB_DTYPE_F32;
   snprintf(path, sizeof path, "/v2/models/%s/infer", g_models[(mode >> 4) & 3]);
-  c.route = srv_route_find("POST", path, &err);
-  c.content_type = g_ctypes[mode & 3];
+  c.req.route = srv_route_find("POST", path, &err);
+  c.req.content_type = g_ctypes[mode & 3];
   if (mode & 8) {
-    c.infer_header = g_bad_lengths[size > 1 ? data[1] & 3 : 0];
+    c.req.infer_header = g_bad_lengths[size > 1 ? data[1] & 3 : 0];
   } else if (mode & 4) {
     snprintf(hlen, sizeof hlen, "%u",
              size > 2 ? (unsigned)data[1] | (unsigned)data[2] << 8 : 0u);
-    c.infer_header = hlen;
+    c.req.infer_header = hlen;
   }
-  c.body = size > 3 ? (const char *)data + 3 : NULL;
-  c.body_len = size > 3 ? size - 3 : 0;
+  c.req.body = size > 3 ? (const char *)data + 3 : NULL;
+  c.req.body_len = size > 3 ? size - 3 : 0;
 
-  if (c.route && srv_codec_decode_request(&c, &err) == 0) {
-    for (i = 0; i < c.nbin; i++)
-      echo_input(&c, &c.bin[i]);
-    c.outputs[c.noutputs].name = "attention_scaling";
-    c.outputs[c.noutputs].is_scalar = 1;
-    c.outputs[c.noutputs++].scalar = c.body_len ? -1.0 / c.body[0] : NAN;
-    c.outputs[c.noutputs].name = "buckets";
-    ab_tensor_init(&c.outputs[c.noutputs++].t, ints, AB_DTYPE_I32, 2,
+  if (c.req.route && srv_codec_decode_request(&c, &err) == 0) {
+    for (i = 0; i < c.in.nbin; i++)
+      echo_input(&c, &c.in.bin[i]);
+    c.plan.outputs[c.plan.noutputs].name = "attention_scaling";
+    c.plan.outputs[c.plan.noutputs].is_scalar = 1;
+    c.plan.outputs[c.plan.noutputs++].scalar =
+        c.req.body_len ? -1.0 / c.req.body[0] : NAN;
+    c.plan.outputs[c.plan.noutputs].name = "buckets";
+    ab_tensor_init(&c.plan.outputs[c.plan.noutputs++].t, ints, AB_DTYPE_I32, 2,
                    (int64_t[]){2, 3});
-    c.outputs[c.noutputs].name = "configs";
-    c.outputs[c.noutputs].is_scalar = 1;
-    c.outputs[c.noutputs++].json = "{\"linear\":{\"factor\":2.0}}";
+    c.plan.outputs[c.plan.noutputs].name = "configs";
+    c.plan.outputs[c.plan.noutputs].is_scalar = 1;
+    c.plan.outputs[c.plan.noutputs++].json = "{\"linear\":{\"factor\":2.0}}";
     srv_codec_encode(&c, &err);
   }
   srv_buf_init(&prob, 0);
@@ -101,10 +102,10 @@ static int fuzz_v2_one(const uint8_t *data, size_t size)
     srv_codec_problem(&err, &prob);
   srv_buf_free(&prob);
 
-  json_decref(c.params);
-  srv_buf_free(&c.resp_body);
-  srv_buf_free(&c.custom);
-  srv_buf_free(&c.ignored);
+  json_decref(c.in.params);
+  srv_buf_free(&c.resp.body);
+  srv_buf_free(&c.plan.custom);
+  srv_buf_free(&c.in.ignored);
   srv_arena_free(&c.arena);
   return 0;
 }

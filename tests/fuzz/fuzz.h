@@ -32,8 +32,8 @@ void fuzz_call_init(struct srv_call *c, const struct srv_route *route,
 /* Free everything the call holds (jobs, params, buffers, arena). */
 void fuzz_call_free(struct srv_call *c);
 
-/* The answer of c as the server sends it -- resp_body, then the segments
- * (c->resp_seg) -- in one malloc'd block of *len bytes. */
+/* The answer of c as the server sends it -- resp.body, then the segments
+ * (c->resp.seg) -- in one malloc'd block of *len bytes. */
 char *fuzz_answer(const struct srv_call *c, size_t *len);
 
 /* An error the request pipeline reports must be one a client can read: a

@@ -88,11 +88,11 @@ static void call_setup(struct srv_call *c, const char *buf, size_t len,
   srv_cfg.max_output_mb = 1024;
   srv_cfg.max_gflop = 1e4;
   srv_call_init(c, srv_route_find("POST", "/v1/attention", &e));
-  c->content_type = "application/vnd.safetensors";
-  c->accept = "application/vnd.safetensors";
-  c->body = buf;
-  c->body_len = len;
-  c->body_avail = avail;
+  c->req.content_type = "application/vnd.safetensors";
+  c->req.accept = "application/vnd.safetensors";
+  c->req.body = buf;
+  c->req.body_len = len;
+  c->req.body_avail = avail;
   g_done = 0;
 }
 
@@ -124,7 +124,7 @@ TEST(call_early_answer_matches_reference)
   call_setup(&c, buf, len, hdr);
   CHECK_EQ_I64(srv_work_start(2), 0);
   CHECK_EQ_I64(srv_call_start_early(&c, no_wake, NULL, on_done, NULL), 1);
-  CHECK(c.gate != NULL);
+  CHECK(c.run.gate != NULL);
   for (avail = hdr; avail < len;) {
     size_t step = len - avail < 65536 ? len - avail : 65536;
     memcpy(buf + avail, body + avail, step);
@@ -133,8 +133,8 @@ TEST(call_early_answer_matches_reference)
   }
   wait_done();
   CHECK_EQ_I64(srv_call_early_end(&c), 0);
-  CHECK_EQ_I64(c.status, 200);
-  CHECK(c.early_pieces > 1 && c.early_done <= c.early_pieces);
+  CHECK_EQ_I64(c.resp.status, 200);
+  CHECK(c.run.early_pieces > 1 && c.run.early_done <= c.run.early_pieces);
   total = srv_call_stream_length(&c);
   ans = malloc(total);
   while (pos < total) {
@@ -196,9 +196,9 @@ TEST(call_early_cancelled_while_waiting_answers_503)
   wait_done();
   srv_work_gate_advance(&c, len);
   CHECK_EQ_I64(srv_call_early_end(&c), 1);
-  CHECK_EQ_I64(c.status, 503);
-  CHECK(c.stream == NULL);
-  CHECK(c.resp_body.data && strstr(c.resp_body.data, "shutting down"));
+  CHECK_EQ_I64(c.resp.status, 503);
+  CHECK(c.run.stream == NULL);
+  CHECK(c.resp.body.data && strstr(c.resp.body.data, "shutting down"));
   srv_work_stop();
   srv_call_release(&c);
   free(q), free(k), free(v), free(body), free(buf);
@@ -218,16 +218,17 @@ TEST(call_early_refused_leaves_a_fresh_call)
   call_setup(&c, body, len, hdr);
   CHECK_EQ_I64(srv_work_start(2), 0);
   CHECK_EQ_I64(srv_call_start_early(&c, no_wake, NULL, on_done, NULL), 0);
-  CHECK(c.route == srv_route_find("POST", "/v1/attention", &(struct srv_err){0}));
-  CHECK(c.njobs == 0 && c.params == NULL && c.stream == NULL &&
-        c.gate == NULL && c.status == 0 && c.body == NULL);
+  CHECK(c.req.route ==
+        srv_route_find("POST", "/v1/attention", &(struct srv_err){0}));
+  CHECK(c.plan.njobs == 0 && c.in.params == NULL && c.run.stream == NULL &&
+        c.run.gate == NULL && c.resp.status == 0 && c.req.body == NULL);
   /* The same request on its whole body still works. */
-  c.content_type = "application/vnd.safetensors";
-  c.accept = "application/vnd.safetensors";
-  c.body = body;
-  c.body_len = len;
+  c.req.content_type = "application/vnd.safetensors";
+  c.req.accept = "application/vnd.safetensors";
+  c.req.body = body;
+  c.req.body_len = len;
   CHECK_EQ_I64(srv_call_prepare(&c), 0);
-  CHECK_EQ_I64(c.njobs, 1);
+  CHECK_EQ_I64(c.plan.njobs, 1);
   srv_work_stop();
   srv_call_release(&c);
   free(q), free(k), free(v), free(body);

@@ -17,9 +17,9 @@
 static void call_init(struct srv_call *c, const char *body, size_t len)
 {
   srv_call_init(c, NULL);
-  c->content_type = "application/json";
-  c->body = body;
-  c->body_len = len;
+  c->req.content_type = "application/json";
+  c->req.body = body;
+  c->req.body_len = len;
 }
 
 static void call_free(struct srv_call *c)
@@ -514,8 +514,8 @@ TEST(data_fast_path_same_values)
   if (srv_codec_decode_request(&c, &err))
     FAIL_AT("decode: %s", err.detail);
   /* The "data" array was lifted out of jansson's way. */
-  CHECK(c.codec != NULL);
-  CHECK_EQ_I64(((struct srv_codec_state *)c.codec)->nlifts, 1);
+  CHECK(c.in.codec != NULL);
+  CHECK_EQ_I64(((struct srv_codec_state *)c.in.codec)->nlifts, 1);
   CHECK_EQ_I64(srv_codec_tensor(&c, "x", 1, &tx, &err), 1);
   CHECK_EQ_I64(srv_codec_tensor(&c, "q", 1, &tq, &err), 1);
   CHECK_EQ_I64(tx.shape[0], N);
@@ -549,9 +549,9 @@ TEST(data_fast_path_beside_a_nul_escape)
   sprintf(body + n, "]}}");
   call_init(&c, body, strlen(body));
   CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
-  CHECK(c.codec != NULL);
-  CHECK_STR(json_string_value(json_object_get(c.params, "note")), "\\u0000");
-  CHECK(json_object_get(json_object_get(c.params, "x"), "data") == NULL);
+  CHECK(c.in.codec != NULL);
+  CHECK_STR(json_string_value(json_object_get(c.in.params, "note")), "\\u0000");
+  CHECK(json_object_get(json_object_get(c.in.params, "x"), "data") == NULL);
   CHECK_EQ_I64(srv_codec_tensor(&c, "x", 1, &t, &err), 1);
   CHECK(((float *)t.data)[99] == 99.0f);
   call_free(&c);
@@ -576,7 +576,7 @@ TEST(data_fast_path_errors)
   sprintf(body + n, "]}}");
   call_init(&c, body, strlen(body));
   CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
-  CHECK(c.codec != NULL);
+  CHECK(c.in.codec != NULL);
   CHECK_EQ_I64(srv_codec_tensor(&c, "x", 1, &t, &err), -1);
   CHECK_STR(err.field, "/x/data/17");
   call_free(&c);
@@ -836,7 +836,7 @@ TEST(b64_fast_path)
 
   call_init(&c, body, n);
   CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
-  CHECK(c.codec != NULL); /* lifted */
+  CHECK(c.in.codec != NULL); /* lifted */
   CHECK_EQ_I64(srv_codec_tensor(&c, "x", 1, &t, &err), 1);
   CHECK(memcmp(t.data, x, sizeof x) == 0);
   call_free(&c);
@@ -845,7 +845,7 @@ TEST(b64_fast_path)
   e[100] = '*';
   call_init(&c, body, n);
   CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
-  CHECK(c.codec == NULL);
+  CHECK(c.in.codec == NULL);
   CHECK_EQ_I64(srv_codec_tensor(&c, "x", 1, &t, &err), -1);
   CHECK_STR(err.field, "/x/b64");
   CHECK(strstr(err.detail, "offset 100") != NULL);

@@ -45,9 +45,9 @@ static void call_init(struct srv_call *c, const char *ctype, const char *body,
                       size_t len)
 {
   srv_call_init(c, NULL);
-  c->content_type = ctype;
-  c->body = body;
-  c->body_len = len;
+  c->req.content_type = ctype;
+  c->req.body = body;
+  c->req.body_len = len;
 }
 
 static void call_free(struct srv_call *c)
@@ -92,8 +92,9 @@ TEST(st_decode_tensors_and_params)
   b = st_body(hdr, pad, data, sizeof data);
   if (st_decode(&c, b, &err))
     FAIL_AT("decode: %d %s (%s)", err.http, err.detail, err.field);
-  CHECK_EQ_I64(c.nbin, 3);
-  CHECK_EQ_I64(json_integer_value(json_object_get(c.params, "num_heads")), 2);
+  CHECK_EQ_I64(c.in.nbin, 3);
+  CHECK_EQ_I64(json_integer_value(json_object_get(c.in.params, "num_heads")),
+               2);
 
   CHECK_EQ_I64(srv_codec_tensor(&c, "q", 1, &t, &err), 1);
   CHECK_EQ_I64(t.dtype, AB_DTYPE_F32);
@@ -136,7 +137,7 @@ TEST(st_decode_unaligned_is_copied)
     pad++;
   b = st_body(hdr, pad, x, sizeof x);
   CHECK_EQ_I64(st_decode(&c, b, &err), 0);
-  CHECK(json_is_object(c.params) && json_object_size(c.params) == 0);
+  CHECK(json_is_object(c.in.params) && json_object_size(c.in.params) == 0);
   CHECK_EQ_I64(srv_codec_tensor(&c, "x", 1, &t, &err), 1);
   CHECK((uintptr_t)t.data % 4 == 0);
   CHECK(t.data != (void *)(b.p + 8 + strlen(hdr) + pad));
@@ -235,7 +236,7 @@ TEST(st_decode_bad_lengths)
   big[0] = 2; /* exactly the body: fine, no tensors */
   memset(big + 1, 0, 7);
   CHECK_EQ_I64(st_decode(&c, b, &err), 0);
-  CHECK_EQ_I64(c.nbin, 0);
+  CHECK_EQ_I64(c.in.nbin, 0);
   call_free(&c);
   big[0] = 3; /* one past the body */
   CHECK(st_decode(&c, b, &err) != 0);
@@ -263,28 +264,28 @@ TEST(st_encode_round_trip)
   int i;
 
   call_init(&c, NULL, NULL, 0);
-  c.fmt = SRV_FMT_SAFETENSORS;
-  c.outputs[0].name = "attention_scaling";
-  c.outputs[0].is_scalar = 1;
-  c.outputs[0].scalar = 0.5;
-  c.outputs[1].name = "cos";
-  CHECK_OK(ab_tensor_init(&c.outputs[1].t, x, AB_DTYPE_F32, 2, sx));
-  c.outputs[2].name = "buckets";
-  CHECK_OK(ab_tensor_init(&c.outputs[2].t, bk, AB_DTYPE_I32, 1, sb));
-  c.outputs[3].name = "lse_min";
-  c.outputs[3].is_scalar = 1;
-  c.outputs[3].scalar = -INFINITY;
-  c.noutputs = 4;
+  c.in.fmt = SRV_FMT_SAFETENSORS;
+  c.plan.outputs[0].name = "attention_scaling";
+  c.plan.outputs[0].is_scalar = 1;
+  c.plan.outputs[0].scalar = 0.5;
+  c.plan.outputs[1].name = "cos";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[1].t, x, AB_DTYPE_F32, 2, sx));
+  c.plan.outputs[2].name = "buckets";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[2].t, bk, AB_DTYPE_I32, 1, sb));
+  c.plan.outputs[3].name = "lse_min";
+  c.plan.outputs[3].is_scalar = 1;
+  c.plan.outputs[3].scalar = -INFINITY;
+  c.plan.noutputs = 4;
   CHECK_EQ_I64(srv_codec_encode(&c, &err), 0);
-  CHECK_STR(c.resp_type, "application/vnd.safetensors");
+  CHECK_STR(c.resp.type, "application/vnd.safetensors");
 
   /* Read it back by the format's definition. */
-  p = (const unsigned char *)c.resp_body.data;
+  p = (const unsigned char *)c.resp.body.data;
   for (i = 7; i >= 0; i--)
     hl = hl << 8 | p[i];
   CHECK_EQ_I64(hl % 8, 0);
-  CHECK_EQ_I64(c.resp_body.len, 8 + hl + 24 + 12);
-  hdr = json_loadb(c.resp_body.data + 8, hl, 0, NULL);
+  CHECK_EQ_I64(c.resp.body.len, 8 + hl + 24 + 12);
+  hdr = json_loadb(c.resp.body.data + 8, hl, 0, NULL);
   CHECK(hdr != NULL);
   meta = json_object_get(hdr, "__metadata__");
   CHECK_STR(json_string_value(json_object_get(meta, "attention_scaling")),
@@ -300,15 +301,15 @@ TEST(st_encode_round_trip)
   CHECK_STR(json_string_value(json_object_get(e, "dtype")), "I32");
   CHECK_EQ_I64(json_integer_value(json_array_get(
                    json_object_get(e, "data_offsets"), 0)), 24);
-  CHECK(memcmp(c.resp_body.data + 8 + hl, x, 24) == 0);
-  CHECK(memcmp(c.resp_body.data + 8 + hl + 24, bk, 12) == 0);
+  CHECK(memcmp(c.resp.body.data + 8 + hl, x, 24) == 0);
+  CHECK(memcmp(c.resp.body.data + 8 + hl + 24, bk, 12) == 0);
   json_decref(hdr);
 
   /* And through our own request decoder. */
-  call_init(&d, "application/vnd.safetensors", c.resp_body.data,
-            c.resp_body.len);
+  call_init(&d, "application/vnd.safetensors", c.resp.body.data,
+            c.resp.body.len);
   CHECK_EQ_I64(srv_codec_decode_request(&d, &err), 0);
-  CHECK_EQ_I64(d.nbin, 2);
+  CHECK_EQ_I64(d.in.nbin, 2);
   CHECK_EQ_I64(srv_codec_tensor(&d, "cos", 1, &t, &err), 1);
   CHECK(memcmp(t.data, x, 24) == 0);
   CHECK_EQ_I64(srv_codec_tensor(&d, "buckets", 1, &t, &err), 1);
@@ -318,21 +319,21 @@ TEST(st_encode_round_trip)
 
   /* output_dtype float16: 1, -2, 0.5, inf, -0, 3.5 as half bits. */
   call_init(&c, NULL, NULL, 0);
-  c.fmt = SRV_FMT_SAFETENSORS;
-  c.out_dtype = AB_DTYPE_F16;
-  c.outputs[0].name = "x";
-  CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 2, sx));
-  c.noutputs = 1;
+  c.in.fmt = SRV_FMT_SAFETENSORS;
+  c.in.out_dtype = AB_DTYPE_F16;
+  c.plan.outputs[0].name = "x";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 2, sx));
+  c.plan.noutputs = 1;
   CHECK_EQ_I64(srv_codec_encode(&c, &err), 0);
   {
     static const uint16_t want[6] = {0x3c00, 0xc000, 0x3800,
                                      0x7c00, 0x8000, 0x4300};
-    p = (const unsigned char *)c.resp_body.data;
+    p = (const unsigned char *)c.resp.body.data;
     hl = 0;
     for (i = 7; i >= 0; i--)
       hl = hl << 8 | p[i];
-    CHECK(strstr(c.resp_body.data + 8, "\"F16\"") != NULL);
-    CHECK(memcmp(c.resp_body.data + 8 + hl, want, 12) == 0);
+    CHECK(strstr(c.resp.body.data + 8, "\"F16\"") != NULL);
+    CHECK(memcmp(c.resp.body.data + 8 + hl, want, 12) == 0);
   }
   call_free(&c);
   return 0;
@@ -366,7 +367,7 @@ static int check_npy(const struct srv_buf *b, const char *dict,
 
 static int npy_encode(struct srv_call *c, struct srv_err *err)
 {
-  c->fmt = SRV_FMT_NPY;
+  c->in.fmt = SRV_FMT_NPY;
   return srv_codec_encode(c, err);
 }
 
@@ -380,25 +381,25 @@ TEST(npy_header_bytes)
   int r;
 
   call_init(&c, NULL, NULL, 0);
-  c.outputs[0].name = "bias";
-  CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 2, s2));
-  c.outputs[1].name = "attention_scaling";
-  c.outputs[1].is_scalar = 1;
-  c.noutputs = 2;
+  c.plan.outputs[0].name = "bias";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 2, s2));
+  c.plan.outputs[1].name = "attention_scaling";
+  c.plan.outputs[1].is_scalar = 1;
+  c.plan.noutputs = 2;
   CHECK_EQ_I64(npy_encode(&c, &err), 0); /* the one tensor output */
-  CHECK_STR(c.resp_type, "application/x-npy");
-  r = check_npy(&c.resp_body,
+  CHECK_STR(c.resp.type, "application/x-npy");
+  r = check_npy(&c.resp.body,
                 "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
                 x, 24);
   CHECK_EQ_I64(r, 0);
   call_free(&c);
 
   call_init(&c, NULL, NULL, 0);
-  c.outputs[0].name = "buckets";
-  CHECK_OK(ab_tensor_init(&c.outputs[0].t, iv, AB_DTYPE_I32, 1, s1));
-  c.noutputs = 1;
+  c.plan.outputs[0].name = "buckets";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, iv, AB_DTYPE_I32, 1, s1));
+  c.plan.noutputs = 1;
   CHECK_EQ_I64(npy_encode(&c, &err), 0);
-  r = check_npy(&c.resp_body,
+  r = check_npy(&c.resp.body,
                 "{'descr': '<i4', 'fortran_order': False, 'shape': (5,), }",
                 iv, 20);
   CHECK_EQ_I64(r, 0);
@@ -412,23 +413,23 @@ TEST(npy_header_bytes)
     for (i = 0; i < 6; i++)
       xd[i] = x[i];
     call_init(&c, NULL, NULL, 0);
-    c.out_dtype = AB_DTYPE_F64;
-    c.outputs[0].name = "x";
-    CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 2, s2));
-    c.noutputs = 1;
+    c.in.out_dtype = AB_DTYPE_F64;
+    c.plan.outputs[0].name = "x";
+    CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 2, s2));
+    c.plan.noutputs = 1;
     CHECK_EQ_I64(npy_encode(&c, &err), 0);
-    CHECK_EQ_I64(check_npy(&c.resp_body,
+    CHECK_EQ_I64(check_npy(&c.resp.body,
                            "{'descr': '<f8', 'fortran_order': False, "
                            "'shape': (2, 3), }",
                            xd, 48), 0);
     call_free(&c);
     call_init(&c, NULL, NULL, 0);
-    c.out_dtype = AB_DTYPE_F16;
-    c.outputs[0].name = "x";
-    CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 2, s2));
-    c.noutputs = 1;
+    c.in.out_dtype = AB_DTYPE_F16;
+    c.plan.outputs[0].name = "x";
+    CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 2, s2));
+    c.plan.noutputs = 1;
     CHECK_EQ_I64(npy_encode(&c, &err), 0);
-    CHECK_EQ_I64(check_npy(&c.resp_body,
+    CHECK_EQ_I64(check_npy(&c.resp.body,
                            "{'descr': '<f2', 'fortran_order': False, "
                            "'shape': (2, 3), }",
                            xh, 12), 0);
@@ -446,32 +447,32 @@ TEST(npy_choice_and_refusals)
 
   /* Two tensors: 406 unless "output" picks one. */
   call_init(&c, NULL, NULL, 0);
-  c.outputs[0].name = "cos";
-  CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 2, s2));
-  c.outputs[1].name = "sin";
-  CHECK_OK(ab_tensor_init(&c.outputs[1].t, x, AB_DTYPE_F32, 2, s2));
-  c.noutputs = 2;
+  c.plan.outputs[0].name = "cos";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 2, s2));
+  c.plan.outputs[1].name = "sin";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[1].t, x, AB_DTYPE_F32, 2, s2));
+  c.plan.noutputs = 2;
   CHECK(npy_encode(&c, &err) != 0);
   CHECK_EQ_I64(err.http, 406);
   CHECK(strstr(err.detail, "\"cos\"") && strstr(err.detail, "\"sin\""));
-  c.pick = "sin";
+  c.in.pick = "sin";
   CHECK_EQ_I64(npy_encode(&c, &err), 0);
-  c.pick = "tan";
+  c.in.pick = "tan";
   CHECK(npy_encode(&c, &err) != 0);
   CHECK_EQ_I64(err.http, 400);
   CHECK_STR(err.field, "/output");
   /* bfloat16 has no .npy descr. */
-  c.pick = "cos";
-  c.out_dtype = AB_DTYPE_BF16;
+  c.in.pick = "cos";
+  c.in.out_dtype = AB_DTYPE_BF16;
   CHECK(npy_encode(&c, &err) != 0);
   CHECK_EQ_I64(err.http, 406);
   call_free(&c);
 
   /* Only scalars: nothing to write. */
   call_init(&c, NULL, NULL, 0);
-  c.outputs[0].name = "s";
-  c.outputs[0].is_scalar = 1;
-  c.noutputs = 1;
+  c.plan.outputs[0].name = "s";
+  c.plan.outputs[0].is_scalar = 1;
+  c.plan.noutputs = 1;
   CHECK(npy_encode(&c, &err) != 0);
   CHECK_EQ_I64(err.http, 406);
   call_free(&c);
@@ -495,14 +496,14 @@ TEST(npy_loads_in_numpy)
     return 0;
   }
   call_init(&c, NULL, NULL, 0);
-  c.outputs[0].name = "x";
-  CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 3, s));
-  c.noutputs = 1;
+  c.plan.outputs[0].name = "x";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 3, s));
+  c.plan.noutputs = 1;
   CHECK_EQ_I64(npy_encode(&c, &err), 0);
   fd = mkstemp(path);
   CHECK(fd >= 0);
-  CHECK_EQ_I64(write(fd, c.resp_body.data, c.resp_body.len),
-               (long long)c.resp_body.len);
+  CHECK_EQ_I64(write(fd, c.resp.body.data, c.resp.body.len),
+               (long long)c.resp.body.len);
   close(fd);
   call_free(&c);
   snprintf(cmd, sizeof cmd,

@@ -19,10 +19,10 @@ static void call_init(struct srv_call *c, const char *ctype,
                       const char *accept, const char *body)
 {
   srv_call_init(c, NULL);
-  c->content_type = ctype;
-  c->accept = accept;
-  c->body = body;
-  c->body_len = body ? strlen(body) : 0;
+  c->req.content_type = ctype;
+  c->req.accept = accept;
+  c->req.body = body;
+  c->req.body_len = body ? strlen(body) : 0;
 }
 
 static void call_free(struct srv_call *c)
@@ -123,7 +123,7 @@ TEST(codec_content_type)
     struct srv_err err;
     int rc;
     call_init(&c, cases[i].ct, NULL, "{}");
-    c.route = &g_body_route;
+    c.req.route = &g_body_route;
     memset(&err, 0, sizeof err);
     rc = srv_codec_decode_request(&c, &err);
     call_free(&c);
@@ -180,7 +180,7 @@ TEST(codec_accept_negotiation)
     struct srv_err err;
     int rc;
     call_init(&c, NULL, cases[i].accept, NULL);
-    c.route = cases[i].route;
+    c.req.route = cases[i].route;
     memset(&err, 0, sizeof err);
     rc = srv_codec_decode_request(&c, &err);
     call_free(&c);
@@ -188,9 +188,9 @@ TEST(codec_accept_negotiation)
       if (rc == 0 || err.http != 406)
         FAIL_AT("Accept %s: expected 406, got rc %d http %d",
                 cases[i].accept, rc, err.http);
-    } else if (rc != 0 || (int)c.fmt != cases[i].fmt) {
+    } else if (rc != 0 || (int)c.in.fmt != cases[i].fmt) {
       FAIL_AT("Accept %s: expected fmt %d, got rc %d fmt %d (%s)",
-              cases[i].accept, cases[i].fmt, rc, (int)c.fmt, err.detail);
+              cases[i].accept, cases[i].fmt, rc, (int)c.in.fmt, err.detail);
     }
   }
   return 0;
@@ -205,17 +205,17 @@ TEST(codec_output_options)
             "{\"encoding\":\"b64\",\"output_dtype\":\"bfloat16\","
             "\"output\":\"bias\"}");
   CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
-  CHECK_EQ_I64(c.b64, 1);
-  CHECK_EQ_I64(c.out_dtype, AB_DTYPE_BF16);
-  CHECK_STR(c.pick, "bias");
+  CHECK_EQ_I64(c.in.b64, 1);
+  CHECK_EQ_I64(c.in.out_dtype, AB_DTYPE_BF16);
+  CHECK_STR(c.in.pick, "bias");
   call_free(&c);
 
   call_init(&c, NULL, NULL, NULL); /* no body: defaults, params {} */
   CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
-  CHECK(json_is_object(c.params) && json_object_size(c.params) == 0);
-  CHECK_EQ_I64(c.out_dtype, AB_DTYPE_F32);
-  CHECK_EQ_I64(c.b64, 0);
-  CHECK(c.pick == NULL);
+  CHECK(json_is_object(c.in.params) && json_object_size(c.in.params) == 0);
+  CHECK_EQ_I64(c.in.out_dtype, AB_DTYPE_F32);
+  CHECK_EQ_I64(c.in.b64, 0);
+  CHECK(c.in.pick == NULL);
   call_free(&c);
 
   call_init(&c, NULL, NULL, "{\"encoding\":\"hex\"}");
@@ -269,8 +269,8 @@ TEST(codec_nul_byte_refused)
   struct srv_err err;
 
   call_init(&c, "application/json", NULL, NULL);
-  c.body = body;
-  c.body_len = sizeof body - 1;
+  c.req.body = body;
+  c.req.body_len = sizeof body - 1;
   memset(&err, 0, sizeof err);
   CHECK(srv_codec_decode_request(&c, &err) != 0);
   CHECK_EQ_I64(err.http, 400);
@@ -417,9 +417,9 @@ TEST(codec_tensor_nested_rows_lifted)
                              "{\"q\": [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], "
                              "[11, 12, 13, 14, -1.5e-3]]}",
                              "q", &t, &err), 1);
-  st = c.codec;
+  st = c.in.codec;
   CHECK(st != NULL && st->nlifts == 1); /* lifted: the member */
-  CHECK(json_object_size(c.params) == 0); /* not in the tree */
+  CHECK(json_object_size(c.in.params) == 0); /* not in the tree */
   CHECK_EQ_I64(t.ndim, 2);
   CHECK_EQ_I64(t.shape[0] * 10 + t.shape[1], 35);
   for (i = 0; i < 14; i++)
@@ -442,10 +442,12 @@ TEST(codec_tensor_nested_rows_lifted)
             "{\"positions\": [[0, 1, 2, 3, 4], [0, 1, 2, 3, 4]], "
             "\"q_positions\": [[0, 1, 2, 3]], \"k_positions\": [[0, 1, 2, 3]]}");
   CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
-  pos = json_object_get(c.params, "positions");
+  pos = json_object_get(c.in.params, "positions");
   CHECK(json_is_array(json_array_get(pos, 1)));
-  CHECK(json_is_array(json_array_get(json_object_get(c.params, "k_positions"), 0)));
-  CHECK(c.codec == NULL || ((const struct srv_codec_state *)c.codec)->nlifts == 0);
+  CHECK(json_is_array(
+      json_array_get(json_object_get(c.in.params, "k_positions"), 0)));
+  CHECK(c.in.codec == NULL ||
+        ((const struct srv_codec_state *)c.in.codec)->nlifts == 0);
   call_free(&c);
 
   /* Errors point where they did with one node per number. */
@@ -461,8 +463,8 @@ TEST(codec_tensor_nested_rows_lifted)
                              "{\"q\": {\"shape\": [2, 4], \"data\": "
                              "[[1, 2, 3, 4], [5, 6, 7, 8]]}}",
                              "q", &t, &err), 1);
-  CHECK(c.codec == NULL ||
-        ((const struct srv_codec_state *)c.codec)->nlifts == 0);
+  CHECK(c.in.codec == NULL ||
+        ((const struct srv_codec_state *)c.in.codec)->nlifts == 0);
   CHECK(((float *)t.data)[7] == 8.0f);
   call_free(&c);
   return 0;
@@ -490,28 +492,28 @@ TEST(codec_members_beside_the_tree)
             "{\"a\": 1, \"w\": [[1, 2, 3, 4], [5, 6, 7, 8.5]], \"b\": "
             "{\"c\": [[0, \"inf\", 0, 0]]}}");
   CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
-  CHECK(json_object_get(c.params, "w") == NULL); /* nothing in its place */
-  CHECK(srv_codec_beside(&c, c.params, "w"));
-  CHECK(!srv_codec_beside(&c, c.params, "a"));
-  srv_codec_members(&c, c.params, list_member, seen);
+  CHECK(json_object_get(c.in.params, "w") == NULL); /* nothing in its place */
+  CHECK(srv_codec_beside(&c, c.in.params, "w"));
+  CHECK(!srv_codec_beside(&c, c.in.params, "a"));
+  srv_codec_members(&c, c.in.params, list_member, seen);
   CHECK_STR(seen, "a=tree w=beside b=tree ");
-  srv_codec_show(&c, c.params, shown, sizeof shown);
+  srv_codec_show(&c, c.in.params, shown, sizeof shown);
   CHECK_STR(shown, "{\"a\":1,\"w\":[[1,2,3,4],[5,6,7,8.5]],\"b\":{\"c\":"
                    "[[0,\"inf\",0,0]]}}");
-  w = srv_codec_member(&c, c.params, "w");
+  w = srv_codec_member(&c, c.in.params, "w");
   CHECK(json_is_array(w) && json_array_size(w) == 2);
   CHECK(json_real_value(json_array_get(json_array_get(w, 1), 3)) == 8.5);
-  CHECK(json_object_get(c.params, "w") == w); /* now in the tree, once */
-  CHECK(!srv_codec_beside(&c, c.params, "w"));
+  CHECK(json_object_get(c.in.params, "w") == w); /* now in the tree, once */
+  CHECK(!srv_codec_beside(&c, c.in.params, "w"));
   seen[0] = '\0';
-  srv_codec_members(&c, c.params, list_member, seen);
+  srv_codec_members(&c, c.in.params, list_member, seen);
   CHECK_STR(seen, "a=tree b=tree w=tree ");
   call_free(&c);
 
   /* A key on the path written with an escape: left to jansson. */
   call_init(&c, "application/json", NULL, "{\"\\u0071\": [[1, 2, 3, 4]]}");
   CHECK_EQ_I64(srv_codec_decode_request(&c, &err), 0);
-  CHECK(json_is_array(json_object_get(c.params, "q")));
+  CHECK(json_is_array(json_object_get(c.in.params, "q")));
   call_free(&c);
   return 0;
 }
@@ -696,7 +698,7 @@ TEST(codec_tensor_data_form_dtypes)
                              "{\"x\": {\"shape\": [1], \"data\": [1], "
                              "\"layout\": \"c\"}}",
                              "x", &t, &err), 1);
-  CHECK_STR(c.ignored.data, "x.layout");
+  CHECK_STR(c.in.ignored.data, "x.layout");
   call_free(&c);
   return 0;
 }
@@ -852,18 +854,18 @@ TEST(codec_encode_json)
   json_t *j, *o;
 
   call_init(&c, NULL, NULL, NULL);
-  c.outputs[0].name = "weights";
-  CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 2, sx));
-  c.outputs[1].name = "buckets";
-  CHECK_OK(ab_tensor_init(&c.outputs[1].t, b, AB_DTYPE_I32, 1, sb));
-  c.outputs[2].name = "attention_scaling";
-  c.outputs[2].is_scalar = 1;
-  c.outputs[2].scalar = 1.25;
-  c.noutputs = 3;
+  c.plan.outputs[0].name = "weights";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 2, sx));
+  c.plan.outputs[1].name = "buckets";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[1].t, b, AB_DTYPE_I32, 1, sb));
+  c.plan.outputs[2].name = "attention_scaling";
+  c.plan.outputs[2].is_scalar = 1;
+  c.plan.outputs[2].scalar = 1.25;
+  c.plan.noutputs = 3;
   CHECK_EQ_I64(srv_codec_encode(&c, &err), 0);
-  CHECK_STR(c.resp_type, "application/json");
-  CHECK_EQ_I64(c.status, 200);
-  CHECK_STR(c.resp_body.data,
+  CHECK_STR(c.resp.type, "application/json");
+  CHECK_EQ_I64(c.resp.status, 200);
+  CHECK_STR(c.resp.body.data,
             "{\"weights\":{\"shape\":[2,2],\"dtype\":\"float32\",\"data\":"
             "[1,-0.5,\"-inf\",0.1]},\"buckets\":{\"shape\":[3],\"dtype\":"
             "\"int32\",\"data\":[0,-7,2147483647]},\"attention_scaling\":"
@@ -872,12 +874,12 @@ TEST(codec_encode_json)
 
   /* output_dtype float16: the values are rounded to float16 first. */
   call_init(&c, NULL, NULL, NULL);
-  c.out_dtype = AB_DTYPE_F16;
-  c.outputs[0].name = "x";
-  CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 2, sx));
-  c.noutputs = 1;
+  c.in.out_dtype = AB_DTYPE_F16;
+  c.plan.outputs[0].name = "x";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 2, sx));
+  c.plan.noutputs = 1;
   CHECK_EQ_I64(srv_codec_encode(&c, &err), 0);
-  j = json_loads(c.resp_body.data, 0, NULL);
+  j = json_loads(c.resp.body.data, 0, NULL);
   CHECK(j != NULL);
   o = json_object_get(j, "x");
   CHECK_STR(json_string_value(json_object_get(o, "dtype")), "float16");
@@ -894,12 +896,12 @@ TEST(codec_encode_json)
   /* b64 encoding of float32 [1, -0.5, -inf, 0.1]
    * = base64(struct.pack('<4f', 1, -0.5, -inf, 0.1)). */
   call_init(&c, NULL, NULL, NULL);
-  c.b64 = 1;
-  c.outputs[0].name = "x";
-  CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 2, sx));
-  c.noutputs = 1;
+  c.in.b64 = 1;
+  c.plan.outputs[0].name = "x";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 2, sx));
+  c.plan.noutputs = 1;
   CHECK_EQ_I64(srv_codec_encode(&c, &err), 0);
-  CHECK_STR(c.resp_body.data,
+  CHECK_STR(c.resp.body.data,
             "{\"x\":{\"shape\":[2,2],\"dtype\":\"float32\",\"b64\":"
             "\"AACAPwAAAL8AAID/zczMPQ==\"}}");
   call_free(&c);
@@ -915,14 +917,14 @@ TEST(codec_encode_strided_and_f64)
 
   /* A transposed view [3, 2] of a [2, 3] buffer: rows are columns. */
   call_init(&c, NULL, NULL, NULL);
-  c.out_dtype = AB_DTYPE_F64;
-  c.outputs[0].name = "t";
-  CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 2, s));
-  c.outputs[0].t.stride[0] = 1;
-  c.outputs[0].t.stride[1] = 3;
-  c.noutputs = 1;
+  c.in.out_dtype = AB_DTYPE_F64;
+  c.plan.outputs[0].name = "t";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 2, s));
+  c.plan.outputs[0].t.stride[0] = 1;
+  c.plan.outputs[0].t.stride[1] = 3;
+  c.plan.noutputs = 1;
   CHECK_EQ_I64(srv_codec_encode(&c, &err), 0);
-  CHECK_STR(c.resp_body.data, "{\"t\":{\"shape\":[3,2],\"dtype\":\"float64\","
+  CHECK_STR(c.resp.body.data, "{\"t\":{\"shape\":[3,2],\"dtype\":\"float64\","
                               "\"data\":[0,3,1,4,2,5]}}");
   call_free(&c);
   return 0;
@@ -936,28 +938,28 @@ TEST(codec_encode_custom_and_limits)
   int64_t n = 100000;
 
   call_init(&c, NULL, NULL, NULL);
-  srv_buf_append(&c.custom, "\x89PNG", 4);
-  c.custom_type = "image/png";
-  c.fmt = SRV_FMT_PNG;
+  srv_buf_append(&c.plan.custom, "\x89PNG", 4);
+  c.plan.custom_type = "image/png";
+  c.in.fmt = SRV_FMT_PNG;
   CHECK_EQ_I64(srv_codec_encode(&c, &err), 0);
-  CHECK_STR(c.resp_type, "image/png");
-  CHECK_EQ_I64(c.resp_body.len, 4);
-  CHECK(c.custom.len == 0);
+  CHECK_STR(c.resp.type, "image/png");
+  CHECK_EQ_I64(c.resp.body.len, 4);
+  CHECK(c.plan.custom.len == 0);
   call_free(&c);
 
   /* PNG negotiated but the handler drew nothing: 406. */
   call_init(&c, NULL, NULL, NULL);
-  c.fmt = SRV_FMT_PNG;
+  c.in.fmt = SRV_FMT_PNG;
   CHECK(srv_codec_encode(&c, &err) != 0);
   CHECK_EQ_I64(err.http, 406);
   call_free(&c);
 
   /* A response over the buffer's ceiling is a 413, not a crash. */
   call_init(&c, NULL, NULL, NULL);
-  srv_buf_init(&c.resp_body, 1000);
-  c.outputs[0].name = "x";
-  CHECK_OK(ab_tensor_init(&c.outputs[0].t, x, AB_DTYPE_F32, 1, &n));
-  c.noutputs = 1;
+  srv_buf_init(&c.resp.body, 1000);
+  c.plan.outputs[0].name = "x";
+  CHECK_OK(ab_tensor_init(&c.plan.outputs[0].t, x, AB_DTYPE_F32, 1, &n));
+  c.plan.noutputs = 1;
   CHECK(srv_codec_encode(&c, &err) != 0);
   CHECK_EQ_I64(err.http, 413);
   call_free(&c);

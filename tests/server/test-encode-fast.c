@@ -1,8 +1,8 @@
 /* test-encode-fast.c: the two shortcuts of codec/encode.c.
  *
- * Binary responses may leave large tensors where they lie (srv_call
- * resp_seg, sent by http/mhd.c without a copy): the bytes on the wire --
- * resp_body followed by the segments -- must be exactly the copied
+ * Binary responses may leave large tensors where they lie (c->resp.seg,
+ * sent by http/mhd.c without a copy): the bytes on the wire --
+ * resp.body followed by the segments -- must be exactly the copied
  * encoding, field by field as the safetensors and .npy formats define
  * them, with the large tensors pointing at their own data and nothing
  * after a segment ever copied ahead of it.
@@ -25,8 +25,8 @@
 static void call_init(struct srv_call *c, enum srv_fmt fmt, int seg_ok)
 {
   srv_call_init(c, NULL);
-  c->fmt = fmt;
-  c->resp_seg_ok = seg_ok;
+  c->in.fmt = fmt;
+  c->resp.seg_ok = seg_ok;
 }
 
 static void call_free(struct srv_call *c)
@@ -34,23 +34,23 @@ static void call_free(struct srv_call *c)
   srv_call_release(c);
 }
 
-/* resp_body then every segment, as mhd.c puts them on the wire. */
+/* resp.body then every segment, as mhd.c puts them on the wire. */
 static char *wire(const struct srv_call *c, size_t *len)
 {
-  size_t n = c->resp_body.len, off;
+  size_t n = c->resp.body.len, off;
   char *w;
   int i;
 
-  for (i = 0; i < c->nresp_seg; i++)
-    n += c->resp_seg[i].len;
+  for (i = 0; i < c->resp.nseg; i++)
+    n += c->resp.seg[i].len;
   w = malloc(n ? n : 1);
   if (!w)
     return NULL;
-  memcpy(w, c->resp_body.data, c->resp_body.len);
-  off = c->resp_body.len;
-  for (i = 0; i < c->nresp_seg; i++) {
-    memcpy(w + off, c->resp_seg[i].data, c->resp_seg[i].len);
-    off += c->resp_seg[i].len;
+  memcpy(w, c->resp.body.data, c->resp.body.len);
+  off = c->resp.body.len;
+  for (i = 0; i < c->resp.nseg; i++) {
+    memcpy(w + off, c->resp.seg[i].data, c->resp.seg[i].len);
+    off += c->resp.seg[i].len;
   }
   *len = n;
   return w;
@@ -59,7 +59,7 @@ static char *wire(const struct srv_call *c, size_t *len)
 static void add_output(struct srv_call *c, const char *name, float *data,
                        int ndim, const int64_t *shape)
 {
-  struct srv_output *o = &c->outputs[c->noutputs++];
+  struct srv_output *o = &c->plan.outputs[c->plan.noutputs++];
 
   o->name = name;
   ab_tensor_init(&o->t, data, AB_DTYPE_F32, ndim, shape);
@@ -96,22 +96,22 @@ TEST(encode_safetensors_segments_are_the_copied_bytes)
     add_output(c, "a", a, 1, sa);
     add_output(c, "big", big, 2, sb);
     add_output(c, "lse", lse, 1, sl);
-    c->outputs[c->noutputs].name = "s";
-    c->outputs[c->noutputs].is_scalar = 1;
-    c->outputs[c->noutputs++].scalar = 0.25;
+    c->plan.outputs[c->plan.noutputs].name = "s";
+    c->plan.outputs[c->plan.noutputs].is_scalar = 1;
+    c->plan.outputs[c->plan.noutputs++].scalar = 0.25;
     CHECK_EQ_I64(srv_codec_encode(c, &err), 0);
-    CHECK_STR(c->resp_type, "application/vnd.safetensors");
+    CHECK_STR(c->resp.type, "application/vnd.safetensors");
   }
-  CHECK_EQ_I64(flat.nresp_seg, 0);
-  CHECK_EQ_I64(seg.nresp_seg, 2);
-  CHECK(seg.resp_seg[0].data == (const void *)big);
-  CHECK_EQ_I64(seg.resp_seg[0].len, sizeof(float) * 64 * 1024);
-  CHECK(seg.resp_seg[1].data == (const void *)lse);
-  CHECK_EQ_I64(seg.resp_seg[1].len, sizeof lse);
+  CHECK_EQ_I64(flat.resp.nseg, 0);
+  CHECK_EQ_I64(seg.resp.nseg, 2);
+  CHECK(seg.resp.seg[0].data == (const void *)big);
+  CHECK_EQ_I64(seg.resp.seg[0].len, sizeof(float) * 64 * 1024);
+  CHECK(seg.resp.seg[1].data == (const void *)lse);
+  CHECK_EQ_I64(seg.resp.seg[1].len, sizeof lse);
   w = wire(&seg, &wlen);
   CHECK(w != NULL);
-  CHECK_EQ_I64(wlen, flat.resp_body.len);
-  CHECK(memcmp(w, flat.resp_body.data, wlen) == 0);
+  CHECK_EQ_I64(wlen, flat.resp.body.len);
+  CHECK(memcmp(w, flat.resp.body.data, wlen) == 0);
 
   /* And by the format: every tensor's bytes at its data_offsets. */
   hl = srv_codec__rd_le64((const unsigned char *)w);
@@ -158,20 +158,20 @@ TEST(encode_safetensors_segment_of_a_converted_tensor)
   for (k = 0; k < 2; k++) {
     struct srv_call *c = k ? &seg : &flat;
     call_init(c, SRV_FMT_SAFETENSORS, k);
-    c->out_dtype = AB_DTYPE_F16;
+    c->in.out_dtype = AB_DTYPE_F16;
     add_output(c, "x", x, 1, sx);
     CHECK_EQ_I64(srv_codec_encode(c, &err), 0);
   }
-  CHECK_EQ_I64(seg.nresp_seg, 1);
-  CHECK(seg.resp_seg[0].data != (const void *)x);
-  CHECK_EQ_I64(seg.resp_seg[0].len, n * 2);
+  CHECK_EQ_I64(seg.resp.nseg, 1);
+  CHECK(seg.resp.seg[0].data != (const void *)x);
+  CHECK_EQ_I64(seg.resp.seg[0].len, n * 2);
   w = wire(&seg, &wlen);
   CHECK(w != NULL);
-  CHECK_EQ_I64(wlen, flat.resp_body.len);
-  CHECK(memcmp(w, flat.resp_body.data, wlen) == 0);
+  CHECK_EQ_I64(wlen, flat.resp.body.len);
+  CHECK(memcmp(w, flat.resp.body.data, wlen) == 0);
   hl = srv_codec__rd_le64((const unsigned char *)w);
-  CHECK(strstr(seg.resp_body.data + 8, "\"F16\"") != NULL);
-  h = seg.resp_seg[0].data;
+  CHECK(strstr(seg.resp.body.data + 8, "\"F16\"") != NULL);
+  h = seg.resp.seg[0].data;
   for (i = 0; i < n; i += 997) {
     /* Half bits of the exact value, written out by the format's rules:
      * sign, 5-bit exponent (bias 15), 10-bit fraction. */
@@ -197,7 +197,7 @@ TEST(encode_safetensors_segment_of_a_converted_tensor)
   return 0;
 }
 
-/* .npy: the header stays in resp_body (its data 64-byte aligned on the
+/* .npy: the header stays in resp.body (its data 64-byte aligned on the
  * wire), the tensor is one segment; small tensors stay copied. */
 TEST(encode_npy_segment_and_small_copy)
 {
@@ -218,29 +218,28 @@ TEST(encode_npy_segment_and_small_copy)
     call_init(c, SRV_FMT_NPY, k);
     add_output(c, "output", x, 2, sx);
     CHECK_EQ_I64(srv_codec_encode(c, &err), 0);
-    CHECK_STR(c->resp_type, "application/x-npy");
+    CHECK_STR(c->resp.type, "application/x-npy");
   }
-  CHECK_EQ_I64(seg.nresp_seg, 1);
-  CHECK(seg.resp_seg[0].data == (const void *)x);
-  CHECK(memcmp(seg.resp_body.data, "\x93NUMPY\x01\x00", 8) == 0);
-  hl = (size_t)(unsigned char)seg.resp_body.data[8] |
-       (size_t)(unsigned char)seg.resp_body.data[9] << 8;
-  CHECK_EQ_I64(seg.resp_body.len, 10 + hl);
-  CHECK_EQ_I64(seg.resp_body.len % 64, 0);
-  CHECK(memmem(seg.resp_body.data, seg.resp_body.len, "'shape': (32, 1024)",
+  CHECK_EQ_I64(seg.resp.nseg, 1);
+  CHECK(seg.resp.seg[0].data == (const void *)x);
+  CHECK(memcmp(seg.resp.body.data, "\x93NUMPY\x01\x00", 8) == 0);
+  hl = (size_t)(unsigned char)seg.resp.body.data[8] |
+       (size_t)(unsigned char)seg.resp.body.data[9] << 8;
+  CHECK_EQ_I64(seg.resp.body.len, 10 + hl);
+  CHECK_EQ_I64(seg.resp.body.len % 64, 0);
+  CHECK(memmem(seg.resp.body.data, seg.resp.body.len, "'shape': (32, 1024)",
                19) != NULL);
   w = wire(&seg, &wlen);
   CHECK(w != NULL);
-  CHECK_EQ_I64(wlen, flat.resp_body.len);
-  CHECK(memcmp(w, flat.resp_body.data, wlen) == 0);
+  CHECK_EQ_I64(wlen, flat.resp.body.len);
+  CHECK(memcmp(w, flat.resp.body.data, wlen) == 0);
   free(w);
 
   call_init(&small, SRV_FMT_NPY, 1);
   add_output(&small, "output", tiny, 1, st);
   CHECK_EQ_I64(srv_codec_encode(&small, &err), 0);
-  CHECK_EQ_I64(small.nresp_seg, 0);
-  CHECK(memcmp(small.resp_body.data + small.resp_body.len - 12, tiny, 12) ==
-        0);
+  CHECK_EQ_I64(small.resp.nseg, 0);
+  CHECK(memcmp(small.resp.body.data + small.resp.body.len - 12, tiny, 12) == 0);
   call_free(&small);
   call_free(&flat);
   call_free(&seg);
@@ -261,13 +260,13 @@ TEST(encode_failure_clears_segments)
   call_init(&c, SRV_FMT_SAFETENSORS, 1);
   add_output(&c, "x", x, 1, sx);
   CHECK_EQ_I64(srv_codec_encode(&c, &err), 0);
-  CHECK_EQ_I64(c.nresp_seg, 1);
+  CHECK_EQ_I64(c.resp.nseg, 1);
   /* Re-encode as .npy with a pick that does not exist: 400, no segment. */
-  c.fmt = SRV_FMT_NPY;
-  c.pick = "nope";
+  c.in.fmt = SRV_FMT_NPY;
+  c.in.pick = "nope";
   CHECK(srv_codec_encode(&c, &err) != 0);
   CHECK_EQ_I64(err.http, 400);
-  CHECK_EQ_I64(c.nresp_seg, 0);
+  CHECK_EQ_I64(c.resp.nseg, 0);
   call_free(&c);
   free(x);
   return 0;
@@ -302,20 +301,20 @@ static int check_json_texts(const float *v, size_t n, int to)
   const char *at;
 
   call_init(&c, SRV_FMT_JSON, 1);
-  c.out_dtype = to;
-  c.outputs[0].name = "t";
-  ab_tensor_init(&c.outputs[0].t, (void *)v, AB_DTYPE_F32, 1, sh);
-  c.noutputs = 1;
+  c.in.out_dtype = to;
+  c.plan.outputs[0].name = "t";
+  ab_tensor_init(&c.plan.outputs[0].t, (void *)v, AB_DTYPE_F32, 1, sh);
+  c.plan.noutputs = 1;
   CHECK_EQ_I64(srv_codec_encode(&c, &err), 0);
-  CHECK_EQ_I64(c.nresp_seg, 0);
+  CHECK_EQ_I64(c.resp.nseg, 0);
   /* Valid JSON with n elements, non-finite values as strings. */
-  doc = json_loads(c.resp_body.data, 0, NULL);
+  doc = json_loads(c.resp.body.data, 0, NULL);
   CHECK(doc != NULL);
   CHECK_EQ_I64(json_array_size(json_object_get(json_object_get(doc, "t"),
                                                "data")),
                n);
   json_decref(doc);
-  at = strstr(c.resp_body.data, "\"data\":[");
+  at = strstr(c.resp.body.data, "\"data\":[");
   CHECK(at != NULL);
   at += 8;
   for (i = 0; i < n; i++) {

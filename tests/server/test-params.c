@@ -21,12 +21,12 @@ static void call_init(struct srv_call *c, const char *json)
   json_error_t je;
 
   srv_call_init(c, NULL);
-  c->params = json_loads(json, 0, &je);
-  if (!c->params) {
+  c->in.params = json_loads(json, 0, &je);
+  if (!c->in.params) {
     fprintf(stderr, "  bad test JSON: %s (%s)\n", je.text, json);
-    c->params = json_object();
+    c->in.params = json_object();
   }
-  c->fmt = SRV_FMT_JSON;
+  c->in.fmt = SRV_FMT_JSON;
 }
 
 static void call_free(struct srv_call *c)
@@ -36,7 +36,7 @@ static void call_free(struct srv_call *c)
 
 static const char *ignored(const struct srv_call *c)
 {
-  return c->ignored.data ? c->ignored.data : "";
+  return c->in.ignored.data ? c->in.ignored.data : "";
 }
 
 /* ==== a table with one parameter of every kind ========================== */
@@ -97,10 +97,10 @@ static int parse_kinds(const char *json, const char *child, struct kinds *k,
   memset(err, 0, sizeof *err);
   if (srv_pctx_root(c, &pc, err) != 0)
     return -2;
-  obj = c->params;
+  obj = c->in.params;
   if (child) {
     srv_pctx_child(&pc, child, &sub);
-    obj = json_object_get(c->params, child);
+    obj = json_object_get(c->in.params, child);
     return srv_params_parse(&sub, obj, &b, err);
   }
   return srv_params_parse(&pc, obj, &b, err);
@@ -139,7 +139,7 @@ TEST(params_parse_every_kind)
   call_init(&c, "{\"i\": 12.0, \"num\": null, \"req\": {}}");
   srv_pctx_root(&c, &pc, &err);
   memset(&k, 0, sizeof k);
-  CHECK_EQ_I64(srv_params_parse(&pc, c.params, &b, &err), 0);
+  CHECK_EQ_I64(srv_params_parse(&pc, c.in.params, &b, &err), 0);
   CHECK_EQ_I64(k.i, 12);
   CHECK(k.num == 0.5);
   CHECK(k.zd == 32);
@@ -226,9 +226,9 @@ TEST(params_unknown_members_are_listed_safely)
                 "\"float16\", \"encoding\": \"b64\", \"output\": \"x\", "
                 "\"obj\": {\"deep/er\": 1}}");
   CHECK_EQ_I64(srv_pctx_root(&c, &pc, &err), 0);
-  srv_params_unknown(&pc, c.params, tabs, 2, extra);
+  srv_params_unknown(&pc, c.in.params, tabs, 2, extra);
   srv_pctx_child(&pc, "obj", &sub);
-  srv_params_unknown(&sub, json_object_get(c.params, "obj"), NULL, 0, NULL);
+  srv_params_unknown(&sub, json_object_get(c.in.params, "obj"), NULL, 0, NULL);
   CHECK_STR(ignored(&c), "zz,a%2Cb,nl%0Ax,%C3%A9,p%25,obj.deep/er");
   call_free(&c);
   return 0;
@@ -252,11 +252,11 @@ TEST(params_ignored_list_is_capped)
   call_init(&c, text);
   free(text);
   srv_pctx_root(&c, &pc, &err);
-  srv_params_unknown(&pc, c.params, NULL, 0, NULL);
-  CHECK(c.ignored.len < 2100);
-  CHECK(c.ignored.len > 1000);
-  CHECK(c.ignored.data &&
-        memcmp(c.ignored.data + c.ignored.len - 4, ",...", 4) == 0);
+  srv_params_unknown(&pc, c.in.params, NULL, 0, NULL);
+  CHECK(c.in.ignored.len < 2100);
+  CHECK(c.in.ignored.len > 1000);
+  CHECK(c.in.ignored.data &&
+        memcmp(c.in.ignored.data + c.in.ignored.len - 4, ",...", 4) == 0);
   CHECK(strncmp(ignored(&c), "unknown_0,unknown_1,", 20) == 0);
   call_free(&c);
   return 0;
@@ -440,8 +440,8 @@ TEST(params_methods_handler)
 
   call_init(&c, "{}");
   CHECK_EQ_I64(srv_h_methods(&c, &err), 0);
-  CHECK_STR(c.custom_type, "application/json");
-  root = json_loadb(c.custom.data, c.custom.len, 0, NULL);
+  CHECK_STR(c.plan.custom_type, "application/json");
+  root = json_loadb(c.plan.custom.data, c.plan.custom.len, 0, NULL);
   CHECK(root != NULL);
   rt = json_object_get(json_object_get(root, "rope"), "rope_types");
   CHECK_EQ_I64(json_array_size(rt), AB_ROPE_TYPE_LAST_);
@@ -483,52 +483,52 @@ TEST(params_rope_positions_forms)
   call_init(&c, "{\"count\": 3, \"flat\": [4, -2, 7.0], \"rows\": [[1, 2], "
                 "[3, 4], [5, 9]], \"ragged\": [[1, 2], [3]], \"frac\": [1, "
                 "2.5], \"huge\": [1e300]}");
-  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "count"), "/p",
-                                  2, 1, 0, &pos, &n, &mx, &err),
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.in.params, "count"),
+                                  "/p", 2, 1, 0, &pos, &n, &mx, &err),
                0);
   CHECK_EQ_I64(n, 3);
   CHECK_EQ_I64(mx, 2);
   CHECK(pos[0] == 0 && pos[2] == 2 && pos[3] == 0 && pos[5] == 2);
 
   /* A flat list serves every axis (text tokens of multi-axis RoPE). */
-  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "flat"), "/p",
-                                  3, 1, 3, &pos, &n, &mx, &err),
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.in.params, "flat"),
+                                  "/p", 3, 1, 3, &pos, &n, &mx, &err),
                0);
   CHECK_EQ_I64(mx, 7);
   CHECK(pos[1] == -2 && pos[4] == -2 && pos[8] == 7);
 
-  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "rows"), "/p",
-                                  3, 1, 0, &pos, &n, &mx, &err),
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.in.params, "rows"),
+                                  "/p", 3, 1, 0, &pos, &n, &mx, &err),
                0);
   CHECK_EQ_I64(n, 2);
   CHECK_EQ_I64(mx, 9);
   CHECK(pos[0] == 1 && pos[3] == 4 && pos[5] == 9);
 
   /* Errors, each naming the offending pointer. */
-  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "rows"), "/p",
-                                  2, 1, 0, &pos, &n, &mx, &err),
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.in.params, "rows"),
+                                  "/p", 2, 1, 0, &pos, &n, &mx, &err),
                -1);
   CHECK_STR(err.field, "/p");
-  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "ragged"),
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.in.params, "ragged"),
                                   "/p", 2, 1, 0, &pos, &n, &mx, &err),
                -1);
   CHECK_STR(err.field, "/p/1");
-  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "frac"), "/p",
-                                  1, 1, 0, &pos, &n, &mx, &err),
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.in.params, "frac"),
+                                  "/p", 1, 1, 0, &pos, &n, &mx, &err),
                -1);
   CHECK_STR(err.field, "/p/1");
-  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "huge"), "/p",
-                                  1, 1, 0, &pos, &n, &mx, &err),
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.in.params, "huge"),
+                                  "/p", 1, 1, 0, &pos, &n, &mx, &err),
                -1);
   CHECK_STR(err.field, "/p/0");
   /* vision2d: a flat list is not [2, n]. */
-  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "flat"), "/p",
-                                  2, 0, 0, &pos, &n, &mx, &err),
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.in.params, "flat"),
+                                  "/p", 2, 0, 0, &pos, &n, &mx, &err),
                -1);
   CHECK_EQ_I64(err.http, 400);
   /* The tensors fix n. */
-  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.params, "count"), "/p",
-                                  1, 1, 4, &pos, &n, &mx, &err),
+  CHECK_EQ_I64(srv_rope_positions(&c, json_object_get(c.in.params, "count"),
+                                  "/p", 1, 1, 4, &pos, &n, &mx, &err),
                -1);
   CHECK(strstr(err.detail, "3 positions") != NULL);
   /* No positions: the count form of the tensors' n, on every axis. */
@@ -557,9 +557,9 @@ TEST(params_rope_default_positions)
   call_init(&c, "{\"layout\": \"bshd\", \"q\": [[[1, 0, 0, 0], [0, 0, 1, 0]], "
                 "[[1, 0, 0, 0], [0, 0, 1, 0]], [[1, 0, 0, 0], [0, 0, 1, 0]]]}");
   CHECK_EQ_I64(srv_h_rope(&c, &err), 0);
-  CHECK_EQ_I64(c.njobs, 1);
-  CHECK_OK(ab_job_run_all(c.jobs[0]));
-  got = c.outputs[0].t.data;
+  CHECK_EQ_I64(c.plan.njobs, 1);
+  CHECK_OK(ab_job_run_all(c.plan.jobs[0]));
+  got = c.plan.outputs[0].t.data;
   /* head 0 holds x0 = 1 (pair 0: x0, x2), head 1 x2 = 1. */
   for (s = 0; s < 3; s++)
     for (h = 0; h < 2; h++)
@@ -609,34 +609,34 @@ TEST(params_budget_and_outputs)
 
   /* What a budget counts: the response's form and dtype, plus the float32
    * results converted from (not when they are sent as they are). */
-  c.fmt = SRV_FMT_SAFETENSORS;
-  c.out_dtype = AB_DTYPE_F32;
+  c.in.fmt = SRV_FMT_SAFETENSORS;
+  c.in.out_dtype = AB_DTYPE_F32;
   CHECK(srv_out_bytes(&c, 10) == 40);
-  c.out_dtype = AB_DTYPE_F16;
+  c.in.out_dtype = AB_DTYPE_F16;
   CHECK(srv_out_bytes(&c, 10) == 20 + 40);
-  c.out_dtype = AB_DTYPE_F64;
+  c.in.out_dtype = AB_DTYPE_F64;
   CHECK(srv_out_bytes(&c, 10) == 80 + 40);
-  c.fmt = SRV_FMT_JSON;
-  c.b64 = 1; /* 30 bytes of float16 -> 40 characters */
-  c.out_dtype = AB_DTYPE_F16;
+  c.in.fmt = SRV_FMT_JSON;
+  c.in.b64 = 1; /* 30 bytes of float16 -> 40 characters */
+  c.in.out_dtype = AB_DTYPE_F16;
   CHECK(srv_out_bytes(&c, 15) == 40 + 60);
-  c.b64 = 0; /* text at its longest */
+  c.in.b64 = 0; /* text at its longest */
   CHECK(srv_out_bytes(&c, 10) == 10 * SRV_JSON_TXT_F32 + 40);
-  c.out_dtype = AB_DTYPE_F64;
+  c.in.out_dtype = AB_DTYPE_F64;
   CHECK(srv_out_bytes(&c, 10) == 10 * SRV_JSON_TXT_F64 + 40);
-  c.out_dtype = AB_DTYPE_F32;
+  c.in.out_dtype = AB_DTYPE_F32;
 
   f = srv_output_tensor(&c, "t", AB_DTYPE_F32, 2, shape, &err);
   CHECK(f != NULL);
-  CHECK_EQ_I64(c.noutputs, 1);
-  CHECK_STR(c.outputs[0].name, "t");
-  CHECK_EQ_I64(c.outputs[0].t.shape[1], 8);
-  CHECK_EQ_I64(c.outputs[0].t.stride[0], 8);
-  CHECK(c.outputs[0].t.data == f);
+  CHECK_EQ_I64(c.plan.noutputs, 1);
+  CHECK_STR(c.plan.outputs[0].name, "t");
+  CHECK_EQ_I64(c.plan.outputs[0].t.shape[1], 8);
+  CHECK_EQ_I64(c.plan.outputs[0].t.stride[0], 8);
+  CHECK(c.plan.outputs[0].t.data == f);
   CHECK(srv_output_tensor(&c, "z", AB_DTYPE_F32, 2, bad, &err) == NULL);
   CHECK_EQ_I64(srv_output_scalar(&c, "s", 1.5, &err), 0);
-  CHECK(c.outputs[1].is_scalar && c.outputs[1].scalar == 1.5);
-  for (i = c.noutputs; i < SRV_MAX_OUTPUTS; i++)
+  CHECK(c.plan.outputs[1].is_scalar && c.plan.outputs[1].scalar == 1.5);
+  for (i = c.plan.noutputs; i < SRV_MAX_OUTPUTS; i++)
     CHECK_EQ_I64(srv_output_scalar(&c, "more", 0, &err), 0);
   CHECK(srv_output_tensor(&c, "late", AB_DTYPE_F32, 2, shape, &err) == NULL);
   CHECK_EQ_I64(err.http, 500);
@@ -696,13 +696,13 @@ TEST(params_encodings_handler_sinusoidal)
   call_init(&c, "{\"method\": \"sinusoidal\", \"positions\": 4, \"dim\": 8, "
                 "\"extra\": 1}");
   CHECK_EQ_I64(srv_h_encodings(&c, &err), 0);
-  CHECK_EQ_I64(c.njobs, 1); /* the pool computes it */
-  CHECK_OK(ab_job_run_all(c.jobs[0]));
-  CHECK_EQ_I64(c.noutputs, 1);
-  CHECK_STR(c.outputs[0].name, "encoding");
-  CHECK_EQ_I64(c.outputs[0].t.shape[0], 4);
-  CHECK_EQ_I64(c.outputs[0].t.shape[1], 8);
-  got = c.outputs[0].t.data;
+  CHECK_EQ_I64(c.plan.njobs, 1); /* the pool computes it */
+  CHECK_OK(ab_job_run_all(c.plan.jobs[0]));
+  CHECK_EQ_I64(c.plan.noutputs, 1);
+  CHECK_STR(c.plan.outputs[0].name, "encoding");
+  CHECK_EQ_I64(c.plan.outputs[0].t.shape[0], 4);
+  CHECK_EQ_I64(c.plan.outputs[0].t.shape[1], 8);
+  got = c.plan.outputs[0].t.data;
   CHECK_ARRAY(got, want, 32, 1e-6, 1e-7);
   CHECK_CLOSE(got[8 + 2], 0.09983342, 1e-6, 0); /* the example's own digits */
   CHECK_STR(ignored(&c), "extra");
@@ -731,10 +731,10 @@ TEST(params_encodings_handler_adds_x)
                 "\"float64\", \"data\": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
                 "15,16,17,18,19,20,21,22,23]}}");
   CHECK_EQ_I64(srv_h_encodings(&c, &err), 0);
-  CHECK_EQ_I64(c.njobs, 1);
-  CHECK_OK(ab_job_run_all(c.jobs[0]));
-  CHECK_STR(c.outputs[0].name, "x");
-  CHECK_EQ_I64(c.outputs[0].t.ndim, 3);
+  CHECK_EQ_I64(c.plan.njobs, 1);
+  CHECK_OK(ab_job_run_all(c.plan.jobs[0]));
+  CHECK_STR(c.plan.outputs[0].name, "x");
+  CHECK_EQ_I64(c.plan.outputs[0].t.ndim, 3);
   for (b = 0; b < 2; b++)
     for (t = 0; t < 3; t++)
       for (k = 0; k < 2; k++) {
@@ -742,7 +742,7 @@ TEST(params_encodings_handler_adds_x)
         want[b * 12 + t * 4 + 2 * k] = b * 12 + t * 4 + 2 * k + sin(w);
         want[b * 12 + t * 4 + 2 * k + 1] = b * 12 + t * 4 + 2 * k + 1 + cos(w);
       }
-  got = c.outputs[0].t.data;
+  got = c.plan.outputs[0].t.data;
   CHECK_ARRAY(got, want, 24, 1e-6, 1e-6);
   call_free(&c);
   return 0;
@@ -761,10 +761,10 @@ TEST(params_bias_handler_alibi)
   call_init(&c, "{\"method\": \"alibi\", \"num_heads\": 4, \"q_len\": 4, "
                 "\"causal\": true}");
   CHECK_EQ_I64(srv_h_bias(&c, &err), 0);
-  CHECK_EQ_I64(c.njobs, 1);
-  CHECK_OK(ab_job_run_all(c.jobs[0]));
-  CHECK_EQ_I64(c.outputs[0].t.shape[0], 4);
-  got = (const float *)c.outputs[0].t.data + 3 * 16;
+  CHECK_EQ_I64(c.plan.njobs, 1);
+  CHECK_OK(ab_job_run_all(c.plan.jobs[0]));
+  CHECK_EQ_I64(c.plan.outputs[0].t.shape[0], 4);
+  got = (const float *)c.plan.outputs[0].t.data + 3 * 16;
   for (i = 0; i < 4; i++)
     for (j = 0; j < 4; j++)
       want[i * 4 + j] = j > i ? -INFINITY : -0.00390625 * (i - j);
@@ -806,14 +806,14 @@ TEST(params_rope_factor_lists_stay_double)
                 "7.0000007, 9.9, 13.7, 21.1]}}}");
   memset(&cfg, 0, sizeof cfg);
   CHECK_EQ_I64(srv_pctx_root(&c, &pc, &err), 0);
-  CHECK_EQ_I64(srv_rope_parse(&pc, c.params, 0, &cfg, &err), 0);
+  CHECK_EQ_I64(srv_rope_parse(&pc, c.in.params, 0, &cfg, &err), 0);
   for (k = 0; k < 8; k++)
     CHECK(cfg.p.long_factor[k] == lf[k]);
   CHECK(cfg.p.short_factor[0] == 1.0000001 && cfg.p.short_factor[2] == 1.23456789);
   CHECK_EQ_I64(srv_h_rope(&c, &err), 0);
-  CHECK_STR(c.outputs[0].name, "inv_freq");
-  CHECK_EQ_I64(c.outputs[0].t.dtype, AB_DTYPE_F64);
-  inv = c.outputs[0].t.data; /* seq_len 4102 > 4096: the long list */
+  CHECK_STR(c.plan.outputs[0].name, "inv_freq");
+  CHECK_EQ_I64(c.plan.outputs[0].t.dtype, AB_DTYPE_F64);
+  inv = c.plan.outputs[0].t.data; /* seq_len 4102 > 4096: the long list */
   for (k = 0; k < 8; k++)
     CHECK_CLOSE(inv[k], 1.0 / (lf[k] * pow(10000.0, 2.0 * k / 16)), 1e-14, 0);
   call_free(&c);
@@ -846,16 +846,16 @@ TEST(params_bias_head_lists_stay_double)
   p.method = AB_BIAS_KERPLE;
   p.num_heads = 2;
   p.kerple_power = 0;
-  CHECK_EQ_I64(srv_bias_parse_method(&pc, c.params, &p, &err), 0);
+  CHECK_EQ_I64(srv_bias_parse_method(&pc, c.in.params, &p, &err), 0);
   CHECK(p.r1 == NULL && p.r2 == NULL);
   CHECK(p.r1_f64[1] == 1.0000001 && p.r2_f64[0] == 1.3 && p.r2_f64[1] == 0.1);
   ab_bias_params_init(&p);
   p.method = AB_BIAS_ALIBI;
   p.num_heads = 2;
-  CHECK_EQ_I64(srv_bias_parse_method(&pc, c.params, &p, &err), 0);
+  CHECK_EQ_I64(srv_bias_parse_method(&pc, c.in.params, &p, &err), 0);
   CHECK(p.slopes == NULL && p.slopes_f64[0] == 0.3 && p.slopes_f64[1] == 0.1);
   p.num_heads = 3;
-  CHECK_EQ_I64(srv_bias_parse_method(&pc, c.params, &p, &err), -1);
+  CHECK_EQ_I64(srv_bias_parse_method(&pc, c.in.params, &p, &err), -1);
   CHECK_STR(err.field, "/slopes");
   CHECK(strstr(err.detail, "num_heads = 3") != NULL);
   call_free(&c);
@@ -888,10 +888,10 @@ TEST(params_t5_buckets_without_table)
                          "\"k_len\": 1001, \"q_offset\": 500, \"return\": "
                          "[\"buckets\"]}");
     CHECK_EQ_I64(srv_h_bias(&c, &err), 0);
-    CHECK_EQ_I64(c.njobs, 1);
-    CHECK_OK(ab_job_run_all(c.jobs[0]));
-    CHECK_STR(c.outputs[0].name, "buckets");
-    b = c.outputs[0].t.data;
+    CHECK_EQ_I64(c.plan.njobs, 1);
+    CHECK_OK(ab_job_run_all(c.plan.jobs[0]));
+    CHECK_STR(c.plan.outputs[0].name, "buckets");
+    b = c.plan.outputs[0].t.data;
     for (i = 0; i < sizeof want / sizeof want[0]; i++)
       if (b[500 + want[i].rel] != (pass ? want[i].b64c : want[i].b32))
         FAIL_AT("pass %d: rel %d has bucket %d, want %d", pass, want[i].rel,

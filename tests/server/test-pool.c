@@ -73,11 +73,11 @@ static ab_job_t *fill_job(struct fill_ctx *x)
 static void free_jobs(struct srv_call *c)
 {
   int i;
-  for (i = 0; i < c->njobs; i++) {
-    c->jobs[i]->ctx = NULL;
-    ab_job_free(c->jobs[i]);
+  for (i = 0; i < c->plan.njobs; i++) {
+    c->plan.jobs[i]->ctx = NULL;
+    ab_job_free(c->plan.jobs[i]);
   }
-  c->njobs = 0;
+  c->plan.njobs = 0;
 }
 
 /* ---- waiting for done ------------------------------------------------ */
@@ -141,9 +141,9 @@ TEST(pool_runs_every_piece_once_in_job_order)
   int i;
 
   memset(&c, 0, sizeof c);
-  c.jobs[c.njobs++] = fill_job(&x);
-  c.jobs[c.njobs++] = fill_job(&y);
-  CHECK(c.jobs[0] && c.jobs[1]);
+  c.plan.jobs[c.plan.njobs++] = fill_job(&x);
+  c.plan.jobs[c.plan.njobs++] = fill_job(&y);
+  CHECK(c.plan.jobs[0] && c.plan.jobs[1]);
   reset_waiter();
   CHECK_EQ_I64(srv_work_start(3), 0);
   CHECK_EQ_I64(srv_work_threads(), 3);
@@ -163,7 +163,7 @@ TEST(pool_runs_every_piece_once_in_job_order)
     CHECK_EQ_I64(b[i], 1005); /* job 2 saw job 1's complete output */
   }
   CHECK_EQ_I64(atomic_load(&x.bad_scratch), 0);
-  CHECK(c.kernel_seconds > 0);
+  CHECK(c.ts.kernel_seconds > 0);
   free_jobs(&c);
   srv_work_stop();
   return 0;
@@ -184,7 +184,7 @@ TEST(pool_many_calls_concurrently)
     struct fill_ctx init = {PIECES, out[i], NULL, runs[i], i, -1, 256, 0};
     x[i] = init;
     memset(&c[i], 0, sizeof c[i]);
-    c[i].jobs[c[i].njobs++] = fill_job(&x[i]);
+    c[i].plan.jobs[c[i].plan.njobs++] = fill_job(&x[i]);
     CHECK_EQ_I64(srv_work_submit(&c[i], on_done, NULL), 0);
   }
   wait_done(NC);
@@ -211,8 +211,8 @@ TEST(pool_failure_reports_library_error)
   int i, ran = 0;
 
   memset(&c, 0, sizeof c);
-  c.jobs[c.njobs++] = fill_job(&x);
-  c.jobs[c.njobs++] = fill_job(&y);
+  c.plan.jobs[c.plan.njobs++] = fill_job(&x);
+  c.plan.jobs[c.plan.njobs++] = fill_job(&y);
   reset_waiter();
   /* One worker takes the pieces in order, so "the rest is skipped" is
    * deterministic: with two, the other worker may legitimately finish
@@ -261,7 +261,7 @@ TEST(pool_cancel_completes_with_503)
   int i, ran = 0;
 
   memset(&c, 0, sizeof c);
-  c.jobs[c.njobs++] = fill_job(&x);
+  c.plan.jobs[c.plan.njobs++] = fill_job(&x);
   reset_waiter();
   CHECK_EQ_I64(srv_work_start(2), 0);
   srv_work_cancel();
@@ -287,8 +287,8 @@ TEST(pool_inline_matches)
   int i;
 
   memset(&c, 0, sizeof c);
-  c.jobs[c.njobs++] = fill_job(&x);
-  c.jobs[c.njobs++] = fill_job(&y);
+  c.plan.jobs[c.plan.njobs++] = fill_job(&x);
+  c.plan.jobs[c.plan.njobs++] = fill_job(&y);
   CHECK_EQ_I64(srv_work_run_inline(&c, &e), 0);
   for (i = 0; i < NP; i++)
     CHECK(a[i] == 3 && b[i] == 4 && ra[i] == 1 && rb[i] == 1);
@@ -296,7 +296,7 @@ TEST(pool_inline_matches)
   free_jobs(&c);
 
   x.fail_at = 7;
-  c.jobs[c.njobs++] = fill_job(&x);
+  c.plan.jobs[c.plan.njobs++] = fill_job(&x);
   CHECK_EQ_I64(srv_work_run_inline(&c, &e), -1);
   CHECK_EQ_I64(e.http, 400);
   CHECK_STR(e.field, "/positions/3");
@@ -346,9 +346,9 @@ static void gated_init(struct gated *gt, int32_t *out, _Atomic int *runs,
   gt->g.order = gt->order;
   gt->g.need = gt->need;
   pthread_mutex_init(&gt->g.mu, NULL);
-  gt->c.jobs[gt->c.njobs++] = fill_job(&gt->x);
-  gt->c.jobs[0]->run = gated_run;
-  gt->c.gate = &gt->g;
+  gt->c.plan.jobs[gt->c.plan.njobs++] = fill_job(&gt->x);
+  gt->c.plan.jobs[0]->run = gated_run;
+  gt->c.run.gate = &gt->g;
   g_gated_now = gt;
 }
 
@@ -408,7 +408,7 @@ TEST(pool_gated_call_waiting_for_bytes_leaves_the_thread)
   memset(ra, 0, sizeof ra);
   gated_init(&gt, a, ra, NP);
   memset(&c, 0, sizeof c);
-  c.jobs[c.njobs++] = fill_job(&y);
+  c.plan.jobs[c.plan.njobs++] = fill_job(&y);
   reset_waiter();
   CHECK_EQ_I64(srv_work_start(1), 0);
   CHECK_EQ_I64(srv_work_submit_full(&gt.c, on_complete, on_done, NULL), 0);
@@ -448,7 +448,7 @@ TEST(pool_gated_call_cancelled_or_stopped_while_waiting)
     CHECK_EQ_I64(srv_work_submit_full(&gt.c, on_complete, on_done, NULL), 0);
     srv_work_gate_advance(&gt.c, 100); /* three pieces */
     if (round == 0) {
-      atomic_store(&gt.c.cancel, 1);
+      atomic_store(&gt.c.run.cancel, 1);
       srv_work_gate_advance(&gt.c, 100);
       wait_done(1);
       srv_work_stop();
@@ -498,8 +498,8 @@ TEST(pool_stop_runs_calls_submitted_just_before)
 
   memset(&ca, 0, sizeof ca);
   memset(&cb, 0, sizeof cb);
-  ca.jobs[ca.njobs++] = fill_job(&x);
-  cb.jobs[cb.njobs++] = fill_job(&y);
+  ca.plan.jobs[ca.plan.njobs++] = fill_job(&x);
+  cb.plan.jobs[cb.plan.njobs++] = fill_job(&y);
   atomic_store(&g_in_done_a, 0);
   atomic_store(&g_done_b, 0);
   CHECK_EQ_I64(srv_work_start(1), 0);
