@@ -681,11 +681,13 @@ static int flat_both_ways(const char *elems, const char *tail)
   for (k = 0; k < 2; k++) {
     call_init(&c[k], text, len);
     memset(&err[k], 0, sizeof err[k]);
-    c[k].params = srv_codec__parse_object(k ? NULL : &c[k], text, len,
-                                          "the request body", &err[k]);
-    r[k] = c[k].params ? srv_codec_tensor(&c[k], "t", 1, &t[k], &err[k]) : -1;
+    c[k].in.params = srv_codec__parse_object(k ? NULL : &c[k], text, len,
+                                             "the request body", &err[k]);
+    r[k] = c[k].in.params ? srv_codec_tensor(&c[k], "t", 1, &t[k], &err[k])
+                          : -1;
   }
-  lifted = c[0].codec && ((struct srv_codec_state *)c[0].codec)->nlifts > 0;
+  lifted = c[0].in.codec &&
+           ((struct srv_codec_state *)c[0].in.codec)->nlifts > 0;
   if (r[0] == 1 && r[1] == 1)
     same = t[0].dtype == AB_DTYPE_F64 && t[1].dtype == AB_DTYPE_F64 &&
            ab_tensor_numel(&t[0]) == ab_tensor_numel(&t[1]) &&
