@@ -751,7 +751,7 @@ static int resolve_bias(struct rd *r, int decoder)
     return 0;
   }
   if (r->m->pos == SRV_POS_T5) {
-    int64_t v;
+    int64_t v = 0; /* stays 0 when the key is absent or null */
     put(r, "/bias/method", json_string("t5"));
     note(r, "/bias/method", "model_type");
     note(r, "/bias/bidirectional", "is_decoder");
