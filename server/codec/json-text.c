@@ -484,6 +484,22 @@ static int leading_rank(const struct scan *s, size_t pos, int max_rank)
   return r;
 }
 
+/* One element of a lifted array at p (before e): a number jansson would
+ * take, or "inf", "-inf", "nan", read into *v.  Its length in the text, 0
+ * when it is neither. */
+static size_t read_element(const char *p, const char *e, double *v)
+{
+  const char *q;
+
+  if (*p == '"')
+    return span_string(p, e, v);
+  for (q = p; q < e && g_numch[(uint8_t)*q]; q++)
+    ;
+  if (q == p || srv_codec__parse_number(p, (size_t)(q - p), v) != 0)
+    return 0;
+  return (size_t)(q - p);
+}
+
 /* Read the flat array whose '[' is at t[pos] and which ends at t[close - 1]
  * into v (room for `most` numbers): rank 1, every "data" array, so worth a
  * loop of its own -- a number (or "inf", "-inf", "nan"), then ',' or the
@@ -493,7 +509,7 @@ static int leading_rank(const struct scan *s, size_t pos, int max_rank)
 static int read_flat(const struct scan *s, size_t pos, size_t close,
                      int64_t min, double *v, int64_t most, int64_t *n)
 {
-  const char *p = s->t + pos + 1, *last = s->t + close - 1, *q;
+  const char *p = s->t + pos + 1, *last = s->t + close - 1;
   int64_t k = 0;
   size_t tl;
 
@@ -502,15 +518,7 @@ static int read_flat(const struct scan *s, size_t pos, size_t close,
       p++;
     if (k == most)
       return 0;
-    if (*p == '"') {
-      tl = span_string(p, last, &v[k]);
-    } else {
-      for (q = p; g_numch[(uint8_t)*q]; q++)
-        ;
-      tl = (size_t)(q - p);
-      if (tl && srv_codec__parse_number(p, tl, &v[k]) != 0)
-        tl = 0;
-    }
+    tl = read_element(p, last, &v[k]);
     if (!tl)
       return 0; /* not a number jansson takes, or not a number at all */
     k++;
@@ -538,7 +546,7 @@ static int read_array(const struct scan *s, size_t pos, size_t close, int r,
                       int64_t min_row, double *v, int64_t most,
                       int64_t *shape, int64_t *n)
 {
-  const char *t = s->t, *e = t + close, *p, *q;
+  const char *t = s->t, *e = t + close, *p;
   int64_t count[AB_MAX_DIMS], k = 0;
   int level = -1, i;
   /* What may come next: 0 an element or ']' (after '['), 1 an element
@@ -554,15 +562,7 @@ static int read_array(const struct scan *s, size_t pos, size_t close, int r,
       /* A number, or "inf", "-inf", "nan". */
       if (k == most)
         return 0;
-      if (ch == '"') {
-        tl = span_string(p, e, &v[k]);
-      } else {
-        for (q = p; q < e && g_numch[(uint8_t)*q]; q++)
-          ;
-        tl = (size_t)(q - p);
-        if (tl && srv_codec__parse_number(p, tl, &v[k]) != 0)
-          tl = 0;
-      }
+      tl = read_element(p, e, &v[k]);
       if (!tl)
         return 0;
       k++;
