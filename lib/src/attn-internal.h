@@ -32,6 +32,18 @@
 #define AB__ATTN_SPLIT_PIECES 64
 #define AB__ATTN_SPLIT_MIN_KEYS 1024
 
+/* Query blocks per piece: consecutive blocks of one head walk their key
+ * tiles side by side, so each tile of k and v comes from memory once for
+ * all of them -- one block per AB__ATTN_QGROUP_BYTES of one kv head's k and
+ * v, up to AB__ATTN_QGROUP.  Measured on Zen 5 (2 threads, H = 8, d = 128,
+ * dense, ns per query-key pair per head): with one block per piece 1.48 at
+ * N = 4096 (k and v 4 MB per head) but 2.0-2.1 at N = 16384; with 8
+ * blocks, 1.48 at N = 8192 and 1.42 at N = 32768.  Tests may ask for up to
+ * AB__ATTN_QGROUP_MAX. */
+#define AB__ATTN_QGROUP 8
+#define AB__ATTN_QGROUP_BYTES (1 << 20)
+#define AB__ATTN_QGROUP_MAX 8
+
 struct ab__attn_tuning {
   const struct ab__kernels *kernels; /* NULL: ab__kernels() */
   int64_t max_rows;                  /* 0: AB__ATTN_MAX_ROWS; else 1..1024 */
@@ -42,6 +54,7 @@ struct ab__attn_tuning {
   /* bfloat16 dot products for bfloat16 q and k: 0 where the kernel table
    * says they are faster, 1 whenever the table has them, -1 never */
   int bf16_dot;
+  int64_t q_group; /* 0: chosen by the job; else query blocks per piece */
 };
 
 /* ab_attention_job with an explicit kernel table and block sizes (t may be

@@ -385,6 +385,10 @@ struct attn_ctx {
   int stream_out; /* out is written with non-temporal stores */
   /* blocking */
   int64_t bq, nqb, hg, nhc, key_tile, mp_max;
+  /* query blocks per piece (consecutive blocks of one head chunk), and
+   * the pieces per head chunk they make; a block's scratch and its size */
+  int64_t qpb, nqs;
+  size_t block_scratch;
   int64_t rows_max, rows_tile; /* few-row blocks and their key tile */
   int64_t nsplit;      /* key chunks per block (>= 1) */
   int64_t *order;      /* piece -> block x nsplit + chunk, costliest first */
@@ -747,14 +751,35 @@ static int64_t choose_splits(const struct attn_ctx *c, int64_t blocks,
   return ab__max64(1, ab__min64(want, most));
 }
 
-/* Choose the blocks and key chunks and order the pieces costliest first. */
+/* Query blocks per piece: the caller's (tests), else one per
+ * AB__ATTN_QGROUP_BYTES of one kv head's k and v, up to AB__ATTN_QGROUP,
+ * while that leaves about AB__ATTN_SPLIT_PIECES pieces. */
+static int64_t choose_group(const struct attn_ctx *c, int64_t blocks,
+                            int64_t forced)
+{
+  const struct attn_shape *s = &c->s;
+  double kv_bytes = (double)s->Nk * ((double)s->D * ab__elem_size(c->ke) +
+                                     (double)s->Dv * ab__elem_size(c->ve));
+  int64_t g = kv_bytes >= AB__ATTN_QGROUP * (double)AB__ATTN_QGROUP_BYTES
+                  ? AB__ATTN_QGROUP
+                  : (int64_t)(kv_bytes / AB__ATTN_QGROUP_BYTES);
+
+  if (forced > 0)
+    return ab__min64(forced, c->nqb);
+  g = ab__min64(ab__min64(g, c->nqb), blocks / AB__ATTN_SPLIT_PIECES);
+  return ab__max64(1, g);
+}
+
+/* Choose the blocks, their groups and key chunks, and order the pieces
+ * costliest first. */
 static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
-                                  int64_t forced_splits, int64_t *npieces)
+                                  int64_t forced_splits, int64_t forced_group,
+                                  int64_t *npieces)
 {
   const struct attn_shape *s = &c->s;
   struct piece_cost *pc;
   double maxcost = 0.0;
-  int64_t n, nb, i, b, qb, kvh, hc, sp;
+  int64_t n, nb, nparts, i, b, qs, qb, kvh, hc, sp;
 
   if (s->Nq >= max_rows) {
     c->hg = 1;
@@ -773,7 +798,11 @@ static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
       ab_mul_overflow(nb, c->nqb, &nb))
     return ab__fail(AB_STATUS_OVERFLOW, "q", "piece count overflows");
   c->nsplit = choose_splits(c, nb, forced_splits);
-  if (ab_mul_overflow(nb, c->nsplit, &n) ||
+  c->qpb = choose_group(c, nb, forced_group);
+  c->nqs = (c->nqb + c->qpb - 1) / c->qpb;
+  /* nb / nqb * nqs <= nb: no overflow past the checks above */
+  if (ab_mul_overflow(nb, c->nsplit, &nparts) ||
+      ab_mul_overflow(nb / c->nqb * c->nqs, c->nsplit, &n) ||
       (uint64_t)n > SIZE_MAX / sizeof *pc)
     return ab__fail(AB_STATUS_OVERFLOW, "q", "piece count overflows");
   pc = ab__malloc((size_t)n * sizeof *pc);
@@ -784,13 +813,16 @@ static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
                     "cannot allocate the piece table (%lld pieces)",
                     (long long)n);
   }
-  /* Cost of a piece: rows x keys between the first and last visible key
+  /* Cost of a block: rows x keys between the first and last visible key
    * of its chunk (what the tile loop walks), plus a little per row for the
    * q gather and the output, so fully masked blocks still sort after real
-   * work. */
+   * work; of a piece, the sum over its blocks. */
+  for (i = 0; i < n; i++)
+    pc[i].cost = 0.0;
   for (b = 0; b < s->B; b++) {
     for (qb = 0; qb < c->nqb; qb++) {
       int64_t r0 = qb * c->bq, bq = ab__min64(c->bq, s->Nq - r0), jlo, jhi;
+      qs = qb / c->qpb;
       block_keys(c, b, r0, bq, &jlo, &jhi);
       for (sp = 0; sp < c->nsplit; sp++) {
         int64_t lo = jlo, hi = jhi;
@@ -798,9 +830,9 @@ static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
         for (kvh = 0; kvh < s->Hkv; kvh++)
           for (hc = 0; hc < c->nhc; hc++) {
             int64_t hg = ab__min64(c->hg, s->G - hc * c->hg);
-            i = (((b * s->Hkv + kvh) * c->nhc + hc) * c->nqb + qb) *
+            i = (((b * s->Hkv + kvh) * c->nhc + hc) * c->nqs + qs) *
                     c->nsplit + sp;
-            pc[i].cost = (double)(hg * bq) * ((double)(hi - lo) + 1.0);
+            pc[i].cost += (double)(hg * bq) * ((double)(hi - lo) + 1.0);
             pc[i].kv = b * s->Hkv + kvh;
             pc[i].idx = i;
             maxcost = pc[i].cost > maxcost ? pc[i].cost : maxcost;
@@ -818,7 +850,7 @@ static enum ab_status plan_pieces(struct attn_ctx *c, int64_t max_rows,
     /* Partial results of every chunk, and the blocks' counters. */
     int64_t floats;
     c->part_rec = c->mp_max * (s->Dv + 2);
-    if (ab_mul_overflow(n, c->part_rec, &floats) ||
+    if (ab_mul_overflow(nparts, c->part_rec, &floats) ||
         !(c->part = alloc_f32(floats)) ||
         !(c->arrive = ab__malloc((size_t)nb * sizeof *c->arrive)))
       return ab__fail(AB_STATUS_NO_MEMORY, "job",
@@ -891,12 +923,14 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
                     "1..4096",
                     (long long)max_rows, (long long)key_tile);
   if (rows_max > AB__ATTN_ROW_PAD ||
-      (t && (t->key_splits < 0 || t->key_splits > 65536)))
+      (t && (t->key_splits < 0 || t->key_splits > 65536 || t->q_group < 0 ||
+             t->q_group > AB__ATTN_QGROUP_MAX)))
     return ab__fail(AB_STATUS_INVALID_ARG, "tuning",
-                    "few-row blocks of up to %lld rows (at most %d) or %lld "
-                    "key chunks",
+                    "few-row blocks of up to %lld rows (at most %d), %lld "
+                    "key chunks or %lld query blocks per piece (at most %d)",
                     (long long)rows_max, AB__ATTN_ROW_PAD,
-                    (long long)t->key_splits);
+                    (long long)t->key_splits, (long long)t->q_group,
+                    AB__ATTN_QGROUP_MAX);
   if (p->inputs_later && (st = check_later(p, &s)) != AB_STATUS_OK)
     return st;
   if ((st = ab__job_new(sizeof *c, &job)) != AB_STATUS_OK)
@@ -991,11 +1025,12 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
     c->dot = want > 0 || (want == 0 && c->kern->attn.bf16_dot_fast);
   }
 
-  if ((st = plan_pieces(c, max_rows, t ? t->key_splits : 0, &npieces)) !=
-      AB_STATUS_OK)
+  if ((st = plan_pieces(c, max_rows, t ? t->key_splits : 0,
+                        t ? t->q_group : 0, &npieces)) != AB_STATUS_OK)
     goto fail;
 
-  /* Per-thread scratch for one block.  q and the output numerators take
+  /* Per-thread scratch for one piece, the same for each of its blocks.
+   * q and the output numerators take
    * D x mp and Dv x mp floats in either layout; a score tile has kt x mp
    * floats, or rows_tile x one row vector for few rows. */
   mp = c->mp_max;
@@ -1026,8 +1061,13 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
                   (long long)s.D, (long long)s.Dv);
     goto fail;
   }
+  if (total > SIZE_MAX / (size_t)c->qpb) {
+    st = ab__fail(AB_STATUS_OVERFLOW, "q", "scratch overflows");
+    goto fail;
+  }
+  c->block_scratch = total;
   job->pieces = npieces;
-  job->scratch_size = total;
+  job->scratch_size = total * (size_t)c->qpb;
   job->flops = flops_of(&s, p->kv_lens);
   *jobp = job;
   return AB_STATUS_OK;
@@ -1071,20 +1111,29 @@ struct block {
   const float **bptr;
 };
 
-/* The rows of a piece: batch entry b, query heads h0.., positions r0..r0+bq
- * (the block's head x position product, m rows), and its key chunk.
- * Returns its kv head. */
+/* The blocks of a piece: consecutive query blocks of one head chunk, and
+ * how many there are (fewer in the chunk's last piece). */
+static int64_t piece_blocks(const struct attn_ctx *c, int64_t piece)
+{
+  int64_t qs = c->order[piece] / c->nsplit % c->nqs;
+
+  return ab__min64(c->qpb, c->nqb - qs * c->qpb);
+}
+
+/* The rows of block `sub` of a piece: batch entry b, query heads h0..,
+ * positions r0..r0+bq (the block's head x position product, m rows), and
+ * its key chunk.  Returns its kv head. */
 static int64_t piece_block(const struct attn_ctx *c, int64_t piece,
-                           struct block *bl)
+                           int64_t sub, struct block *bl)
 {
   const struct attn_shape *s = &c->s;
   int64_t idx = c->order[piece], qb, hc, kvh;
 
   bl->split = idx % c->nsplit;
   idx /= c->nsplit;
-  bl->group = idx;
-  qb = idx % c->nqb;
-  idx /= c->nqb;
+  qb = idx % c->nqs * c->qpb + sub;
+  idx /= c->nqs;
+  bl->group = idx * c->nqb + qb;
   hc = idx % c->nhc;
   idx /= c->nhc;
   kvh = idx % s->Hkv;
@@ -1104,8 +1153,9 @@ static void piece_keys(const struct attn_ctx *c, struct block *bl)
 }
 
 /* ab_job_piece_first: a block's lowest element is its first row's (every
- * stride is >= 0), at column 0.  With split keys, whichever chunk's piece
- * finishes last writes the block, so every chunk reports it. */
+ * stride is >= 0), at column 0, and a piece's first block has the lowest
+ * rows.  With split keys, whichever chunk's piece finishes last writes the
+ * block, so every chunk reports it. */
 static int64_t attn_first(const struct ab_job *job, int64_t piece,
                           const void *output)
 {
@@ -1114,7 +1164,7 @@ static int64_t attn_first(const struct ab_job *job, int64_t piece,
   struct block bl;
   int64_t row;
 
-  piece_block(c, piece, &bl);
+  piece_block(c, piece, 0, &bl); /* its first block has its lowest rows */
   row = (bl.b * s->Hq + bl.h0) * s->Nq + bl.r0; /* head-major row index */
   if (output == (const void *)c->out)
     return bl.b * c->ost[0] + bl.h0 * c->ost[1] + bl.r0 * c->ost[2];
@@ -1137,34 +1187,39 @@ static int64_t box_end(const int64_t st[4], int64_t b, int64_t h1,
 
 /* ab_job_piece_reads: a block reads its rows of q (and of attn_bias, for
  * every key), and its kv head's keys and values up to the last one its
- * chunk walks.  An input the job copied is not read by the pieces; one
- * passed twice (k = v) is read as both. */
+ * chunk walks; a piece, what its blocks read.  An input the job copied is
+ * not read by the pieces; one passed twice (k = v) is read as both. */
 static int64_t attn_reads(const struct ab_job *job, int64_t piece,
                           const void *input)
 {
   const struct attn_ctx *c = job->ctx;
   const struct attn_shape *s = &c->s;
-  struct block bl;
-  int64_t kvh = piece_block(c, piece, &bl);
-  int64_t h1 = bl.h0 + bl.m / bl.bq, r1 = bl.r0 + bl.bq, end = -1;
-  int64_t kst[4] = {c->kst[0], c->kst[1], c->kst[2], 1};
-  int64_t vst[4] = {c->vst[0], c->vst[1], c->vst[2], 1};
-  int walks;
+  const int64_t kst[4] = {c->kst[0], c->kst[1], c->kst[2], 1};
+  const int64_t vst[4] = {c->vst[0], c->vst[1], c->vst[2], 1};
+  int64_t end = -1, sub, nsub = piece_blocks(c, piece);
 
-  piece_keys(c, &bl);
-  walks = bl.jhi > bl.jlo;
-  if (input == c->in_q)
-    end = ab__max64(end, c->q_own ? 0 : box_end(c->qst, bl.b, h1, r1, s->D));
-  if (input == c->in_k)
-    end = ab__max64(end, c->k_own || !walks
-                             ? 0
-                             : box_end(kst, bl.b, kvh + 1, bl.jhi, s->D));
-  if (input == c->in_v)
-    end = ab__max64(end, c->v_own || !walks
-                             ? 0
-                             : box_end(vst, bl.b, kvh + 1, bl.jhi, s->Dv));
-  if (c->ab && input == c->ab)
-    end = ab__max64(end, box_end(s->abst, bl.b, h1, r1, s->Nk));
+  for (sub = 0; sub < nsub; sub++) {
+    struct block bl;
+    int64_t kvh = piece_block(c, piece, sub, &bl);
+    int64_t h1 = bl.h0 + bl.m / bl.bq, r1 = bl.r0 + bl.bq;
+    int walks;
+
+    piece_keys(c, &bl);
+    walks = bl.jhi > bl.jlo;
+    if (input == c->in_q)
+      end = ab__max64(end,
+                      c->q_own ? 0 : box_end(c->qst, bl.b, h1, r1, s->D));
+    if (input == c->in_k)
+      end = ab__max64(end, c->k_own || !walks
+                               ? 0
+                               : box_end(kst, bl.b, kvh + 1, bl.jhi, s->D));
+    if (input == c->in_v)
+      end = ab__max64(end, c->v_own || !walks
+                               ? 0
+                               : box_end(vst, bl.b, kvh + 1, bl.jhi, s->Dv));
+    if (c->ab && input == c->ab)
+      end = ab__max64(end, box_end(s->abst, bl.b, h1, r1, s->Nk));
+  }
   return end;
 }
 
@@ -1413,12 +1468,13 @@ static void finish_chunk(const struct attn_ctx *c, const struct block *bl,
   }
 }
 
-/* The block's pointers into scratch and its rows' visible keys. */
+/* Block `sub` of a piece: its pointers into its part of scratch and its
+ * rows' visible keys. */
 static int64_t block_start(const struct attn_ctx *c, int64_t piece,
-                           unsigned char *w, struct block *bl)
+                           int64_t sub, unsigned char *w, struct block *bl)
 {
   const struct attn_shape *s = &c->s;
-  int64_t kvh = piece_block(c, piece, bl), kvlen, i;
+  int64_t kvh = piece_block(c, piece, sub, bl), kvlen, i;
 
   bl->mp = round_up(bl->m, AB__ATTN_ROW_PAD);
   bl->rows = bl->m <= c->rows_max;
@@ -1458,84 +1514,122 @@ static int64_t block_start(const struct attn_ctx *c, int64_t piece,
   return kvh;
 }
 
+/* Block `sub` of a piece, ready for its first key tile: q gathered, no
+ * keys seen yet. */
+static void block_begin(const struct attn_ctx *c, int64_t piece, int64_t sub,
+                        unsigned char *scratch, struct block *bl)
+{
+  int64_t i;
+
+  block_start(c, piece, sub, scratch + (size_t)sub * c->block_scratch, bl);
+  if (bl->dot)
+    gather_q_pairs(c, bl);
+  else
+    gather_q(c, bl);
+  for (i = 0; i < bl->mp; i++) {
+    bl->mx[i] = -INFINITY;
+    bl->l[i] = 0.0f;
+  }
+  memset(bl->ot, 0, (size_t)(c->s.Dv * bl->mp) * sizeof(float));
+  if (bl->rows) /* rows past m of the score tile: finite, and ignored */
+    memset(bl->s, 0, (size_t)(bl->tile * bl->mp) * sizeof(float));
+}
+
+/* Keys [j0, j0 + tile) of a block (cut to its walk): scores, the online
+ * softmax, and the output numerators. */
+static void block_tile(const struct attn_ctx *c, struct block *bl, int64_t j0)
+{
+  const struct attn_shape *s = &c->s;
+  const struct ab__attn_kernels *kn = &c->kern->attn;
+  int64_t nk = ab__min64(bl->tile, bl->jhi - j0), ldv = c->vst[2];
+  const void *v = kv_row(bl->v, c->ve, ldv, j0);
+  struct ab__attn_tile t;
+
+  score_tile(c, bl, j0, nk, &t);
+  t.mode = AB__ATTN_ONLINE;
+  kn->softmax_tile(&t);
+  if (bl->rows) {
+    kn->pv_rows(bl->ot, s->Dv, bl->alpha, v, ldv, c->ve, bl->s, bl->mp, nk,
+                s->Dv, bl->m);
+  } else {
+    if (c->ve != AB__ELEM_F32) {
+      kn->widen(bl->vw, s->Dv, v, ldv, c->ve, nk, s->Dv);
+      v = bl->vw;
+      ldv = s->Dv;
+    }
+    kn->pv_tile(bl->ot, bl->mp, bl->alpha, v, ldv, bl->s, bl->mp, nk, s->Dv,
+                bl->m);
+  }
+}
+
+/* A block after its last key tile: its chunk kept for the merge, or its
+ * rows written (and, with weights, the scores again, now normalised with
+ * the final max and sum). */
+static void block_end(const struct attn_ctx *c, struct block *bl)
+{
+  const struct attn_shape *s = &c->s;
+  const struct ab__attn_kernels *kn = &c->kern->attn;
+  struct ab__attn_tile t;
+  int64_t i, j0;
+
+  if (c->nsplit > 1) {
+    /* Once copied out, ot is free for the merge's numerators. */
+    finish_chunk(c, bl, bl->ot);
+    if (c->stream_out) /* this piece's streaming stores, before it ends */
+      c->kern->bias.store_fence();
+    return;
+  }
+  write_block(c, bl);
+  if (c->stream_out)
+    c->kern->bias.store_fence();
+  if (!c->weights)
+    return;
+  for (i = 0; i < bl->m; i++) {
+    float *wr = c->weights +
+                ((bl->b * s->Hq + row_head(bl, i)) * s->Nq +
+                 row_pos(bl, i)) * s->Nk;
+    memset(wr, 0, (size_t)bl->jlo * sizeof(float));
+    memset(wr + bl->jhi, 0, (size_t)(s->Nk - bl->jhi) * sizeof(float));
+  }
+  for (j0 = bl->jlo; j0 < bl->jhi; j0 += bl->tile) {
+    int64_t nk = ab__min64(bl->tile, bl->jhi - j0), jj;
+    score_tile(c, bl, j0, nk, &t);
+    t.mode = AB__ATTN_FINAL;
+    kn->softmax_tile(&t);
+    for (i = 0; i < bl->m; i++) {
+      float *wr = c->weights +
+                  ((bl->b * s->Hq + row_head(bl, i)) * s->Nq +
+                   row_pos(bl, i)) * s->Nk + j0;
+      for (jj = 0; jj < nk; jj++)
+        wr[jj] = bl->s[jj * bl->mp + i];
+    }
+  }
+}
+
+/* A piece: its blocks walk their key tiles side by side (tile `step` of
+ * every block, then the next), so a tile of k and v that the first block
+ * brought from memory is still in cache for the others. */
 static enum ab_status attn_run(const struct ab_job *job, int64_t piece,
                                void *scratch)
 {
   const struct attn_ctx *c = job->ctx;
-  const struct attn_shape *s = &c->s;
-  const struct ab__attn_kernels *kn = &c->kern->attn;
-  struct ab__attn_tile t;
-  struct block bl;
-  int64_t i, j0;
+  struct block bl[AB__ATTN_QGROUP_MAX];
+  int64_t nsub = piece_blocks(c, piece), sub, step;
+  int more = 1;
 
-  block_start(c, piece, scratch, &bl);
-  if (bl.dot)
-    gather_q_pairs(c, &bl);
-  else
-    gather_q(c, &bl);
-  for (i = 0; i < bl.mp; i++) {
-    bl.mx[i] = -INFINITY;
-    bl.l[i] = 0.0f;
-  }
-  memset(bl.ot, 0, (size_t)(s->Dv * bl.mp) * sizeof(float));
-  if (bl.rows) /* rows past m of the score tile: finite, and ignored */
-    memset(bl.s, 0, (size_t)(bl.tile * bl.mp) * sizeof(float));
-
-  /* Pass 1: online softmax over the key tiles. */
-  for (j0 = bl.jlo; j0 < bl.jhi; j0 += bl.tile) {
-    int64_t nk = ab__min64(bl.tile, bl.jhi - j0), ldv = c->vst[2];
-    const void *v = kv_row(bl.v, c->ve, ldv, j0);
-    score_tile(c, &bl, j0, nk, &t);
-    t.mode = AB__ATTN_ONLINE;
-    kn->softmax_tile(&t);
-    if (bl.rows) {
-      kn->pv_rows(bl.ot, s->Dv, bl.alpha, v, ldv, c->ve, bl.s, bl.mp, nk,
-                  s->Dv, bl.m);
-    } else {
-      if (c->ve != AB__ELEM_F32) {
-        kn->widen(bl.vw, s->Dv, v, ldv, c->ve, nk, s->Dv);
-        v = bl.vw;
-        ldv = s->Dv;
-      }
-      kn->pv_tile(bl.ot, bl.mp, bl.alpha, v, ldv, bl.s, bl.mp, nk, s->Dv,
-                  bl.m);
-    }
-  }
-
-  if (c->nsplit > 1) {
-    /* Once copied out, ot is free for the merge's numerators. */
-    finish_chunk(c, &bl, bl.ot);
-    if (c->stream_out) /* this piece's streaming stores, before it ends */
-      c->kern->bias.store_fence();
-    return AB_STATUS_OK;
-  }
-  write_block(c, &bl);
-  if (c->stream_out)
-    c->kern->bias.store_fence();
-
-  /* Pass 2 (only for weights): the same scores again, now normalised with
-   * the final max and sum. */
-  if (c->weights) {
-    for (i = 0; i < bl.m; i++) {
-      float *wr = c->weights +
-                  ((bl.b * s->Hq + row_head(&bl, i)) * s->Nq +
-                   row_pos(&bl, i)) * s->Nk;
-      memset(wr, 0, (size_t)bl.jlo * sizeof(float));
-      memset(wr + bl.jhi, 0, (size_t)(s->Nk - bl.jhi) * sizeof(float));
-    }
-    for (j0 = bl.jlo; j0 < bl.jhi; j0 += bl.tile) {
-      int64_t nk = ab__min64(bl.tile, bl.jhi - j0), jj;
-      score_tile(c, &bl, j0, nk, &t);
-      t.mode = AB__ATTN_FINAL;
-      kn->softmax_tile(&t);
-      for (i = 0; i < bl.m; i++) {
-        float *wr = c->weights +
-                    ((bl.b * s->Hq + row_head(&bl, i)) * s->Nq +
-                     row_pos(&bl, i)) * s->Nk + j0;
-        for (jj = 0; jj < nk; jj++)
-          wr[jj] = bl.s[jj * bl.mp + i];
+  for (sub = 0; sub < nsub; sub++)
+    block_begin(c, piece, sub, scratch, &bl[sub]);
+  for (step = 0; more; step++) {
+    more = 0;
+    for (sub = 0; sub < nsub; sub++) {
+      int64_t j0 = bl[sub].jlo + step * bl[sub].tile;
+      if (j0 < bl[sub].jhi) {
+        block_tile(c, &bl[sub], j0);
+        more = 1;
       }
     }
   }
+  for (sub = 0; sub < nsub; sub++)
+    block_end(c, &bl[sub]);
   return AB_STATUS_OK;
 }

@@ -664,7 +664,7 @@ TEST(attn_kernels_whole_attention_parity)
         p.q_offset = 10;
       }
       for (x = 0; x < 2; x++) {
-        struct ab__attn_tuning tune = {x ? kn : ref, 0, 0, 0, 0, 0};
+        struct ab__attn_tuning tune = {x ? kn : ref, 0, 0, 0, 0, 0, 0};
         ab_job_t *job;
         p.out = o[x], p.weights = w[x], p.lse = lse[x];
         CHECK_OK(ab__attention_job_tuned(&p, &tune, &job));
