@@ -1029,10 +1029,10 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
                         t ? t->q_group : 0, &npieces)) != AB_STATUS_OK)
     goto fail;
 
-  /* Per-thread scratch for one piece, the same for each of its blocks.
-   * q and the output numerators take
-   * D x mp and Dv x mp floats in either layout; a score tile has kt x mp
-   * floats, or rows_tile x one row vector for few rows. */
+  /* Per-thread scratch: this much for each block of a piece.  q and the
+   * output numerators take D x mp and Dv x mp floats in either layout; a
+   * score tile has kt x mp floats, or rows_tile x one row vector for few
+   * rows. */
   mp = c->mp_max;
   kt = key_tile;
   tile = ab__max64(kt * mp, c->rows_tile * AB__ATTN_ROW_PAD);
