@@ -144,6 +144,10 @@ double bench_bf16_dot_avx512(int64_t iters); /* returns flops done */
 void bench_cpu_describe(struct bench_machine *m);
 void bench_triad_avx2(float *a, const float *b, const float *c, float s,
                       int64_t n, int nt);
+/* A read-only stream: the sum of n floats (64-byte aligned, n a multiple of
+ * the vector width), in four independent chains. */
+float bench_read_avx512(const float *a, int64_t n);
+float bench_read_avx2(const float *a, int64_t n);
 
 /* ======================================================================
  * results: the stdout table is printed as each row is measured; the

@@ -54,6 +54,58 @@ static double dec_ref_row(const struct dec_var *v, const float *q,
                             out + ((size_t)h * nq + r) * DEC_D, s);
 }
 
+/* ---- a read-only stream over K and V ------------------------------------
+ * Decoding only reads: besides the triad (two reads and a write), each
+ * round times the bare read of the same float32 K and V, evicted first, with
+ * the triad probe's vector width -- the ceiling of a kernel that only loads. */
+struct read_probe {
+  const float *buf[2];
+  int64_t n; /* floats of each buffer */
+  int nthreads;
+  float sum[64];
+};
+
+static float read_run(const float *a, int64_t n)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_supports("avx512f"))
+    return bench_read_avx512(a, n);
+  if (__builtin_cpu_supports("avx2"))
+    return bench_read_avx2(a, n);
+#endif
+  {
+    float s = 0.0f;
+    int64_t i;
+    for (i = 0; i < n; i++)
+      s += a[i];
+    return s;
+  }
+}
+
+static void read_thread(void *vctx, int64_t piece, int tid, void *scratch)
+{
+  struct read_probe *rp = vctx;
+  /* whole 64-byte lines per thread; the last takes the remainder */
+  int64_t per = (rp->n / rp->nthreads) & ~(int64_t)15;
+  int64_t lo = per * tid, hi = tid == rp->nthreads - 1 ? rp->n : lo + per;
+  int b;
+
+  (void)piece;
+  (void)scratch;
+  for (b = 0; b < 2; b++)
+    rp->sum[tid % 64] += read_run(rp->buf[b] + lo, hi - lo);
+}
+
+/* GB/s of one read of both buffers over all pool threads. */
+static double read_once(struct bench_pool *pool, struct read_probe *rp)
+{
+  double t0 = bench_now();
+
+  rp->nthreads = bench_pool_threads(pool);
+  bench_pool_each(pool, read_thread, rp);
+  return 2.0 * (double)rp->n * 4.0 / (bench_now() - t0) * 1e-9;
+}
+
 static int dec_run(struct bench_pool *pool, struct dec_var *v, double *sec)
 {
   ab_job_t *job = NULL;
@@ -87,7 +139,8 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
   uint16_t *kh = bench_alloc(nkv * 2), *vh = bench_alloc(nkv * 2);
   double *s = bench_alloc((size_t)nk * sizeof *s);
   struct dec_var var[8];
-  struct bench_samples probe = {0};
+  struct bench_samples probe = {0}, rprobe = {0};
+  struct read_probe rp;
   int nvar = 2 * nnq, i, r, reps = g_opt.quick ? 2 : 7;
   double secs;
   size_t x;
@@ -100,6 +153,8 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     vh[x] = ab_f32_to_bf16(vf[x]);
   }
   memset(var, 0, sizeof var);
+  memset(&rp, 0, sizeof rp);
+  rp.buf[0] = kf, rp.buf[1] = vf, rp.n = (int64_t)nkv;
   for (i = 0; i < nvar; i++) {
     struct dec_var *v = &var[i];
     int64_t qs[4] = {1, DEC_HQ, 0, DEC_D}, ks[4] = {1, DEC_HKV, nk, DEC_D};
@@ -149,6 +204,8 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
         bench_samples_add(&var[i].ms, secs * 1e3);
     }
     bench_samples_add(&probe, bench_probe_triad_once(pool, 0));
+    evict(evbuf);
+    bench_samples_add(&rprobe, read_once(pool, &rp));
   }
   for (i = 0; i < nvar; i++) {
     struct dec_var *v = &var[i];
@@ -160,11 +217,12 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     gbs = bytes / (med * 1e-3) * 1e-9;
     if (v->bf16 && var[i - 1].ms.n)
       rel = med / bench_median(&var[i - 1].ms);
-    printf("   %-5s %3d %6d %8.2f [%.2f-%.2f] %7.1f %6.1f%% %6.1f%%",
+    printf("   %-5s %3d %6d %8.2f [%.2f-%.2f] %7.1f %6.1f%% %6.1f%% %6.1f%%",
            v->bf16 ? "bf16" : "fp32", v->nq, nk, med, bench_min(&v->ms),
            bench_max(&v->ms), gbs,
            100.0 * gbs / bench_ceiling_now(BENCH_CEIL_TRIAD),
-           100.0 * gbs / bench_median(&probe));
+           100.0 * gbs / bench_median(&probe),
+           100.0 * gbs / bench_median(&rprobe));
     if (v->bf16)
       printf("  %5.2f", rel);
     else
@@ -183,10 +241,13 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     res_num("ms_median", med);
     res_num("gbs", gbs);
     res_num("pct_triad_round", 100.0 * gbs / bench_median(&probe));
+    res_num("pct_read_round", 100.0 * gbs / bench_median(&rprobe));
     res_end();
   }
   if (probe.n)
-    printf("   (triad probe, same rounds: %.1f GB/s)\n", bench_median(&probe));
+    printf("   (triad probe, same rounds: %.1f GB/s; read-only stream of K and "
+           "V: %.1f GB/s)\n",
+           bench_median(&probe), bench_median(&rprobe));
   free(q), free(out), free(kf), free(vf), free(kh), free(vh), free(s);
 }
 
@@ -304,8 +365,10 @@ void bench_decode(struct bench_pool *pool)
                 DEC_HQ, DEC_HKV, DEC_D);
   printf("   K and V start out of the caches every run; bf16/fp32: time "
          "ratio, same rounds\n");
+  printf("   %%read: of a bare read of the same K and V (float32, evicted "
+         "first) in the same rounds\n");
   printf("   dtype  Nq     Nk    ms median [min-max]    GB/s  %%triad "
-         "%%round bf16/fp32 check\n");
+         "%%round  %%read bf16/fp32 check\n");
   bench_fill(evbuf, EVICT_BYTES / 4, 44, 1.0f);
   for (a = 0; a < nnk; a++)
     dec_shape(pool, nks[a], nqs, nnq, evbuf);

@@ -57,6 +57,28 @@ double bench_fma_avx2(int64_t iters)
   return (double)iters * 12 * 8 * 2;
 }
 
+float bench_read_avx2(const float *a, int64_t n)
+{
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  float lanes[8], sum = 0.0f;
+  int64_t i = 0;
+  int l;
+
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
+    s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
+  }
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
+  _mm256_storeu_ps(lanes,
+                   _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  for (l = 0; l < 8; l++)
+    sum += lanes[l];
+  return sum;
+}
+
 void bench_triad_avx2(float *a, const float *b, const float *c, float s,
                       int64_t n, int nt)
 {

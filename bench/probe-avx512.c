@@ -83,6 +83,23 @@ double bench_fma_avx512(int64_t iters) { return chains16(iters, 0); }
  * (it never turns FMAs into bfloat16 dot products). */
 double bench_bf16_dot_avx512(int64_t iters) { return chains16(iters, 1); }
 
+float bench_read_avx512(const float *a, int64_t n)
+{
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+
+  for (; i + 64 <= n; i += 64) {
+    s0 = _mm512_add_ps(s0, _mm512_load_ps(a + i));
+    s1 = _mm512_add_ps(s1, _mm512_load_ps(a + i + 16));
+    s2 = _mm512_add_ps(s2, _mm512_load_ps(a + i + 32));
+    s3 = _mm512_add_ps(s3, _mm512_load_ps(a + i + 48));
+  }
+  for (; i + 16 <= n; i += 16)
+    s0 = _mm512_add_ps(s0, _mm512_load_ps(a + i));
+  return _mm512_reduce_add_ps(
+      _mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
 void bench_triad_avx512(float *a, const float *b, const float *c, float s,
                         int64_t n, int nt)
 {
