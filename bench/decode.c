@@ -128,8 +128,96 @@ static int dec_run(struct bench_pool *pool, struct dec_var *v, double *sec)
   return 0;
 }
 
+/* ---- what limits Nq = 1: arithmetic and stream, one thread ---------------
+ * The same Nq = 1 job run piece by piece on the calling thread, twice: with
+ * k and v of one kv head small enough to stay in L2 (DEC_CACHE_NK keys,
+ * run again and again: the arithmetic alone), and with the longest cache
+ * of the section from memory (evicted first), on the section's buffers.  Time per key and kv head; when the
+ * second is about the sum of the first and the stream time of the same
+ * bytes, the loads are not overlapped with the arithmetic. */
+#define DEC_CACHE_NK 512
+
+/* ns per key and kv head of job(q, k, v) on this thread: reps runs, the
+ * best; with evbuf, each run starts with K and V evicted. */
+static double dec_one_thread(int nk, int hkv, int bf16, float *q, void *k,
+                             void *v, float *out,
+                             int reps, const float *evbuf)
+{
+  int64_t qs[4] = {1, hkv * (DEC_HQ / DEC_HKV), 1, DEC_D};
+  int64_t ks[4] = {1, hkv, nk, DEC_D};
+  struct ab_tensor tq, tk, tv;
+  struct ab_attn_params p;
+  ab_job_t *job = NULL;
+  double best = INFINITY;
+  void *scratch;
+  int64_t piece;
+  int r;
+
+  if (ab_tensor_init(&tq, q, AB_DTYPE_F32, 4, qs) ||
+      ab_tensor_init(&tk, k, bf16 ? AB_DTYPE_BF16 : AB_DTYPE_F32, 4, ks) ||
+      ab_tensor_init(&tv, v, bf16 ? AB_DTYPE_BF16 : AB_DTYPE_F32, 4, ks))
+    return NAN;
+  ab_attn_params_init(&p);
+  p.q = &tq, p.k = &tk, p.v = &tv;
+  p.causal = 1;
+  p.out = out;
+  if (ab_attention_job(&p, &job) != AB_STATUS_OK)
+    return NAN;
+  scratch = bench_alloc(ab_job_scratch_size(job) + 64);
+  for (r = 0; r < reps; r++) {
+    double t0;
+    if (evbuf)
+      evict(evbuf);
+    t0 = bench_now();
+    for (piece = 0; piece < ab_job_pieces(job); piece++)
+      if (ab_job_run(job, piece, scratch) != AB_STATUS_OK) {
+        best = NAN;
+        break;
+      }
+    best = fmin(best, bench_now() - t0);
+  }
+  free(scratch);
+  ab_job_free(job);
+  return best * 1e9 / ((double)nk * hkv);
+}
+
+static void dec_limits(int nk, float *q, float *out, float *kf, float *vf,
+                       uint16_t *kh, uint16_t *vh, const float *evbuf)
+{
+  int bf16, reps = g_opt.quick ? 2 : 5;
+
+  printf("   what limits Nq=1 (one thread, ns per key and kv head; 4 query "
+         "rows per kv head):\n");
+  for (bf16 = 0; bf16 < 2; bf16++) {
+    void *k = bf16 ? (void *)kh : kf, *v = bf16 ? (void *)vh : vf;
+    const double bytes = 2.0 * DEC_D * (bf16 ? 2 : 4); /* per key */
+    /* the first kv head's DEC_CACHE_NK keys, again and again */
+    double cache = dec_one_thread(DEC_CACHE_NK, 1, bf16, q, k, v, out,
+                                  reps * 200, NULL);
+    double mem = dec_one_thread(nk, DEC_HKV, bf16, q, k, v, out, reps, evbuf);
+    printf("   %-5s in L2 %6.1f ns (%5.1f GB/s)   from memory %6.1f ns "
+           "(%5.1f GB/s)   difference %6.1f ns = %5.1f GB/s\n",
+           bf16 ? "bf16" : "fp32", cache, bytes / cache, mem, bytes / mem,
+           mem - cache, bytes / (mem - cache));
+    res_begin("attention_decode_limits");
+    res_str("dtype", bf16 ? "bf16" : "fp32");
+    res_int("Nq", 1);
+    res_int("Nk", nk);
+    res_int("Hq_per_Hkv", DEC_HQ / DEC_HKV);
+    res_int("d", DEC_D);
+    res_num("ns_per_key_in_l2", cache);
+    res_num("ns_per_key_from_memory", mem);
+    res_end();
+  }
+  printf("   When from-memory is about in-L2 plus the stream time of the same "
+         "bytes, the arithmetic and the\n   loads take turns instead of "
+         "overlapping: the kernel, not the memory, is then the limit.\n");
+}
+
+/* The rows of one Nk; with `limits`, then what limits Nq = 1 on the same
+ * buffers. */
 static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
-                      int nnq, const float *evbuf)
+                      int nnq, const float *evbuf, int limits)
 {
   const size_t nkv = (size_t)DEC_HKV * nk * DEC_D;
   const int maxq = nqs[nnq - 1];
@@ -248,107 +336,9 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     printf("   (triad probe, same rounds: %.1f GB/s; read-only stream of K and "
            "V: %.1f GB/s)\n",
            bench_median(&probe), bench_median(&rprobe));
+  if (limits)
+    dec_limits(nk, q, out, kf, vf, kh, vh, evbuf);
   free(q), free(out), free(kf), free(vf), free(kh), free(vh), free(s);
-}
-
-/* ---- what limits Nq = 1: arithmetic and stream, one thread ---------------
- * The same Nq = 1 job run piece by piece on the calling thread, twice: with
- * k and v of one kv head small enough to stay in L2 (DEC_CACHE_NK keys,
- * run again and again: the arithmetic alone), and with the Nk = 32768
- * cache from memory (evicted first).  Time per key and kv head; when the
- * second is about the sum of the first and the stream time of the same
- * bytes, the loads are not overlapped with the arithmetic. */
-#define DEC_CACHE_NK 512
-#define DEC_MEM_NK 32768
-
-/* ns per key and kv head of job(q, k, v) on this thread: reps runs, the
- * best; with evbuf, each run starts with K and V evicted. */
-static double dec_one_thread(int nk, int hkv, int bf16, float *q, void *k,
-                             void *v, float *out,
-                             int reps, const float *evbuf)
-{
-  int64_t qs[4] = {1, hkv * (DEC_HQ / DEC_HKV), 1, DEC_D};
-  int64_t ks[4] = {1, hkv, nk, DEC_D};
-  struct ab_tensor tq, tk, tv;
-  struct ab_attn_params p;
-  ab_job_t *job = NULL;
-  double best = INFINITY;
-  void *scratch;
-  int64_t piece;
-  int r;
-
-  if (ab_tensor_init(&tq, q, AB_DTYPE_F32, 4, qs) ||
-      ab_tensor_init(&tk, k, bf16 ? AB_DTYPE_BF16 : AB_DTYPE_F32, 4, ks) ||
-      ab_tensor_init(&tv, v, bf16 ? AB_DTYPE_BF16 : AB_DTYPE_F32, 4, ks))
-    return NAN;
-  ab_attn_params_init(&p);
-  p.q = &tq, p.k = &tk, p.v = &tv;
-  p.causal = 1;
-  p.out = out;
-  if (ab_attention_job(&p, &job) != AB_STATUS_OK)
-    return NAN;
-  scratch = bench_alloc(ab_job_scratch_size(job) + 64);
-  for (r = 0; r < reps; r++) {
-    double t0;
-    if (evbuf)
-      evict(evbuf);
-    t0 = bench_now();
-    for (piece = 0; piece < ab_job_pieces(job); piece++)
-      if (ab_job_run(job, piece, scratch) != AB_STATUS_OK) {
-        best = NAN;
-        break;
-      }
-    best = fmin(best, bench_now() - t0);
-  }
-  free(scratch);
-  ab_job_free(job);
-  return best * 1e9 / ((double)nk * hkv);
-}
-
-static void dec_limits(const float *evbuf)
-{
-  const size_t nkv = (size_t)DEC_HKV * DEC_MEM_NK * DEC_D;
-  float *q = bench_alloc((size_t)DEC_HQ * DEC_D * 4);
-  float *out = bench_alloc((size_t)DEC_HQ * DEC_D * 4);
-  float *kf = bench_alloc(nkv * 4), *vf = bench_alloc(nkv * 4);
-  uint16_t *kh = bench_alloc(nkv * 2), *vh = bench_alloc(nkv * 2);
-  int bf16, reps = g_opt.quick ? 2 : 5;
-  size_t x;
-
-  bench_fill(q, (size_t)DEC_HQ * DEC_D, 45, 1.0f);
-  bench_fill(kf, nkv, 46, 1.0f);
-  bench_fill(vf, nkv, 47, 1.0f);
-  for (x = 0; x < nkv; x++) {
-    kh[x] = ab_f32_to_bf16(kf[x]);
-    vh[x] = ab_f32_to_bf16(vf[x]);
-  }
-  printf("   what limits Nq=1 (one thread, ns per key and kv head; 4 query "
-         "rows per kv head):\n");
-  for (bf16 = 0; bf16 < 2; bf16++) {
-    void *k = bf16 ? (void *)kh : kf, *v = bf16 ? (void *)vh : vf;
-    const double bytes = 2.0 * DEC_D * (bf16 ? 2 : 4); /* per key */
-    /* the first kv head's DEC_CACHE_NK keys, again and again */
-    double cache = dec_one_thread(DEC_CACHE_NK, 1, bf16, q, k, v, out,
-                                  reps * 200, NULL);
-    double mem = dec_one_thread(DEC_MEM_NK, DEC_HKV, bf16, q, k, v, out, reps,
-                                evbuf);
-    printf("   %-5s in L2 %6.1f ns (%5.1f GB/s)   from memory %6.1f ns "
-           "(%5.1f GB/s)   difference %6.1f ns = %5.1f GB/s\n",
-           bf16 ? "bf16" : "fp32", cache, bytes / cache, mem, bytes / mem,
-           mem - cache, bytes / (mem - cache));
-    res_begin("attention_decode_limits");
-    res_str("dtype", bf16 ? "bf16" : "fp32");
-    res_int("Nq", 1);
-    res_int("Hq_per_Hkv", DEC_HQ / DEC_HKV);
-    res_int("d", DEC_D);
-    res_num("ns_per_key_in_l2", cache);
-    res_num("ns_per_key_from_memory", mem);
-    res_end();
-  }
-  printf("   When from-memory is about in-L2 plus the stream time of the same "
-         "bytes, the arithmetic and the\n   loads take turns instead of "
-         "overlapping: the kernel, not the memory, is then the limit.\n");
-  free(q), free(out), free(kf), free(vf), free(kh), free(vh);
 }
 
 void bench_decode(struct bench_pool *pool)
@@ -371,7 +361,6 @@ void bench_decode(struct bench_pool *pool)
          "%%round  %%read bf16/fp32 check\n");
   bench_fill(evbuf, EVICT_BYTES / 4, 44, 1.0f);
   for (a = 0; a < nnk; a++)
-    dec_shape(pool, nks[a], nqs, nnq, evbuf);
-  dec_limits(evbuf);
+    dec_shape(pool, nks[a], nqs, nnq, evbuf, a == nnk - 1);
   free(evbuf);
 }
