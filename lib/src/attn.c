@@ -15,6 +15,9 @@
  * Few rows.  A block of at most AB__ATTN_ROWS_MAX rows (decoding: a few
  * new tokens per query head) runs on the kernels vectorised over the head
  * dimension (qk_rows, pv_rows) instead of padding its rows to a vector.
+ * At most 4 rows (a decode step of a GQA group of up to 4 heads) pack
+ * their scores 4 to a key where no mask, bias or softcap touches the
+ * tile, so the softmax's vectors are full too (softmax_rows4).
  *
  * Split keys.  When the blocks are too few to keep every thread streaming
  * K and V (decoding: B * Hkv blocks), each block's keys are split into
@@ -1535,6 +1538,16 @@ static void block_begin(const struct attn_ctx *c, int64_t piece, int64_t sub,
     memset(bl->s, 0, (size_t)(bl->tile * bl->mp) * sizeof(float));
 }
 
+/* Whether keys [j0, j0 + nk) of a block take the packed few-row softmax
+ * (kernels/attn.h, softmax_rows4): at most 4 rows, every one of them sees
+ * every key of the tile, and there is no softcap or bias to add. */
+static int tile_packed(const struct attn_ctx *c, const struct block *bl,
+                       int64_t j0, int64_t nk)
+{
+  return bl->rows && bl->m <= 4 && !(c->softcap > 0.0f) && !c->rel &&
+         !c->need_tb && j0 >= bl->flo && j0 + nk <= bl->fhi;
+}
+
 /* Keys [j0, j0 + tile) of a block (cut to its walk): scores, the online
  * softmax, and the output numerators. */
 static void block_tile(const struct attn_ctx *c, struct block *bl, int64_t j0)
@@ -1545,6 +1558,14 @@ static void block_tile(const struct attn_ctx *c, struct block *bl, int64_t j0)
   const void *v = kv_row(bl->v, c->ve, ldv, j0);
   struct ab__attn_tile t;
 
+  if (tile_packed(c, bl, j0, nk)) {
+    kn->qk_rows(bl->s, 4, kv_row(bl->k, c->ke, c->kst[2], j0), c->kst[2],
+                c->ke, bl->qt, s->D, nk, s->D, bl->m);
+    kn->softmax_rows4(bl->s, nk, bl->mx, bl->l, bl->alpha);
+    kn->pv_rows(bl->ot, s->Dv, bl->alpha, v, ldv, c->ve, bl->s, 4, nk, s->Dv,
+                bl->m);
+    return;
+  }
   score_tile(c, bl, j0, nk, &t);
   t.mode = AB__ATTN_ONLINE;
   kn->softmax_tile(&t);

@@ -10,6 +10,9 @@
  *     multiply-then-add, n the reduction length);
  *   softmax_tile: probabilities within 4e-6 relative (exp to a few ulp,
  *     tanh-capped scores to a few ulp of softcap), max and sum likewise;
+ *   softmax_rows4 (every table, the reference's too): against the online
+ *     step in double, probabilities and alpha within 4e-6 relative, the
+ *     max exact, the sum within 4e-6 + nk * 2^-24;
  *   widen: exact;
  *   exp alone: at most 2 ulp from the double result on [-87.3, 0];
  *   whole attention: rtol 2e-5, atol 2e-6 between ISAs. */
@@ -491,6 +494,77 @@ TEST(attn_kernels_softmax_parity)
               if (softmax_case(ref, k, nks[a], ms[b], flags, mode,
                                contiguous))
                 return 1;
+  }
+  return 0;
+}
+
+/* ==== few rows packed 4 to a key ======================================== */
+
+/* softmax_rows4 of every table (the reference's too) against the online
+ * step computed here in double: scores in [-9, 9] for 4 rows, a running
+ * state that is empty (max -inf, sum 0), below or above the tile's scores;
+ * tiles of 1 .. 257 keys, so the last vector is whole or part.  Tolerances
+ * as softmax_tile's, and l, a float sum of nk terms, also within
+ * nk * 2^-24 relative. */
+static int rows4_case(const struct ab__kernels *k, int64_t nk, int state)
+{
+  const int64_t cap = (4 * nk + 15) / 16 * 16;
+  float *s = falloc(cap), mx[4], l[4], alpha[4];
+  double ws[4 * 257], wmx[4], wl[4], walpha[4];
+  int64_t i, j;
+  int bad = 0;
+
+  test_seed((uint64_t)(nk * 10 + state + 7));
+  fill(s, 4 * nk, -9, 9);
+  for (i = 0; i < 4; i++) {
+    double m = state == 0 ? -INFINITY : state == 1 ? -12.0 + (double)i : 12.0,
+           mu, sum = 0;
+    mx[i] = (float)m;
+    l[i] = state == 0 ? 0.0f : 1.5f + (float)i;
+    for (j = 0; j < nk; j++)
+      m = fmax(m, (double)s[4 * j + i]);
+    mu = isinf(m) ? 0.0 : m;
+    for (j = 0; j < nk; j++) {
+      ws[4 * j + i] = exp((double)s[4 * j + i] - mu);
+      sum += ws[4 * j + i];
+    }
+    walpha[i] = exp((double)mx[i] - mu);
+    wl[i] = (double)l[i] * walpha[i] + sum;
+    wmx[i] = m;
+  }
+  k->attn.softmax_rows4(s, nk, mx, l, alpha);
+  for (i = 0; i < 4 && !bad; i++) {
+    bad = !close_f(mx[i], (float)wmx[i], 0) ||
+          !close_f(alpha[i], (float)walpha[i], 4e-6) ||
+          !close_f(l[i], (float)wl[i], 4e-6 + (double)nk * 0x1p-24);
+    for (j = 0; j < nk && !bad; j++)
+      bad = !close_f(s[4 * j + i], (float)ws[4 * j + i], 4e-6);
+    if (bad)
+      fprintf(stderr,
+              "  softmax_rows4 %s nk %lld state %d row %lld: mx %.9g/%.9g "
+              "l %.9g/%.9g alpha %.9g/%.9g\n",
+              k->isa, (long long)nk, state, (long long)i, (double)mx[i], wmx[i],
+              (double)l[i], wl[i], (double)alpha[i], walpha[i]);
+  }
+  free(s);
+  return bad;
+}
+
+TEST(attn_kernels_softmax_rows4_vs_double)
+{
+  static const int64_t nks[] = {1, 3, 4, 5, 17, 64, 257};
+  const char *const *isa;
+  size_t a;
+  int state;
+
+  for (isa = ab__isa_list(); *isa; isa++) {
+    const struct ab__kernels *k = ab__kernels_for(*isa);
+    if (!k)
+      continue;
+    for (a = 0; a < sizeof nks / sizeof *nks; a++)
+      for (state = 0; state < 3; state++)
+        if (rows4_case(k, nks[a], state))
+          return 1;
   }
   return 0;
 }

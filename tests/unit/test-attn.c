@@ -1189,6 +1189,58 @@ TEST(attn_decode_few_rows_split_keys)
   return run_case(&c, RTOL, ATOL);
 }
 
+/* Decoding with 1-4 query rows per kv head: tiles where every row sees
+ * every key take the packed softmax (kernels/attn.h, softmax_rows4), the
+ * others the row-vectorised one, in the same block -- Nq = 2 with a group
+ * of 2 masks the last key of one row; a window or short kv_lens cut
+ * others; a bias or softcap keeps the whole block on the general path. */
+TEST(attn_decode_packed_rows)
+{
+  static const int64_t groups[] = {1, 2, 3, 4};
+  const char *const *isa;
+  struct rcase c;
+  size_t g;
+  int n = 0, nq;
+
+  for (isa = ab__isa_list(); *isa; isa++) {
+    const struct ab__kernels *kn = ab__kernels_for(*isa);
+    if (!kn)
+      continue;
+    for (g = 0; g < sizeof groups / sizeof *groups; g++)
+      for (nq = 1; nq <= 2; nq++, n++) {
+        if (nq * groups[g] > 4)
+          continue;
+        rcase_init(&c);
+        c.kern = kn;
+        c.B = 2;
+        c.Hkv = 2;
+        c.Hq = 2 * groups[g];
+        c.Nq = nq;
+        c.Nk = 400 + 13 * (int64_t)g;
+        c.D = n % 2 ? 40 : 128;
+        c.Dv = n % 3 ? 24 : 128;
+        c.key_tile = 8 + 8 * (int64_t)(n % 3); /* tiles of 32 .. 96 keys */
+        c.splits = n % 3;
+        c.dk = c.dv = n % 2 ? AB_DTYPE_BF16 : AB_DTYPE_F32;
+        c.causal = 1;
+        c.want_w = n % 4 == 0;
+        if (n % 5 == 1)
+          c.kv_lens = 2;
+        if (n % 5 == 2)
+          c.wl = 150, c.wr = 0;
+        if (n % 5 == 3)
+          c.softcap = 4.0;
+        if (n % 5 == 4) {
+          c.ab_rank = 2;
+          c.ab_dtype = AB_DTYPE_F32;
+        }
+        if (run_case(&c, RTOL, ATOL))
+          return 1;
+      }
+  }
+  return 0;
+}
+
 /* bfloat16 and float16 k and v are read as they are, widened tile by tile:
  * the results equal those of float32 tensors holding the same values
  * (every product of 16-bit values is exact in float32), within the

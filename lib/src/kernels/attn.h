@@ -86,6 +86,15 @@ struct ab__attn_kernels {
   /* Finish a tile of scores and turn it into probabilities (see above). */
   void (*softmax_tile)(const struct ab__attn_tile *t);
 
+  /* softmax_tile's online step for a tile of at most 4 rows with no
+   * softcap, bias or mask, its scores packed 4 to a key: s[4*j + i] for
+   * j < nk, i < 4 (rows past the block's are finite and ignored).  s
+   * becomes exp(score - new max) and mx, l, alpha[0..3] are updated as
+   * softmax_tile does; s has room for whole vectors past 4*nk, which it may
+   * overwrite.  Decoding's 1-4 rows per kv head would fill a quarter of
+   * each vector of rows; packed, every lane is a score. */
+  void (*softmax_rows4)(float *s, int64_t nk, float *mx, float *l,
+                        float *alpha);
   /* s[j*lds + i] = sum_{c<d} k[j*ldk + c] * q[i*ldq + c] for j < nk,
    * i < m: qk_tile for a few row-major query rows and keys of type ke. */
   void (*qk_rows)(float *s, int64_t lds, const void *k, int64_t ldk,

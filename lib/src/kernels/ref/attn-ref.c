@@ -94,6 +94,29 @@ static void softmax_tile_ref(const struct ab__attn_tile *t)
   }
 }
 
+/* Row by row, keys in order (the x86 kernels sum 4 keys' lanes apart). */
+static void softmax_rows4_ref(float *s, int64_t nk, float *mx, float *l,
+                              float *alpha)
+{
+  int64_t i, j;
+
+  for (i = 0; i < 4; i++) {
+    float m = mx[i], mu, sum = 0.0f;
+
+    for (j = 0; j < nk; j++)
+      if (s[4 * j + i] > m)
+        m = s[4 * j + i];
+    mu = m == -INFINITY ? 0.0f : m;
+    alpha[i] = expf(mx[i] - mu);
+    for (j = 0; j < nk; j++) {
+      s[4 * j + i] = expf(s[4 * j + i] - mu);
+      sum += s[4 * j + i];
+    }
+    l[i] = l[i] * alpha[i] + sum;
+    mx[i] = m;
+  }
+}
+
 static void qk_rows_ref(float *s, int64_t lds, const void *k, int64_t ldk,
                         enum ab__elem ke, const float *q, int64_t ldq,
                         int64_t nk, int64_t d, int64_t m)
@@ -160,6 +183,7 @@ void ab__attn_kernels_ref(struct ab__attn_kernels *k)
   k->qk_tile = qk_tile_ref;
   k->pv_tile = pv_tile_ref;
   k->softmax_tile = softmax_tile_ref;
+  k->softmax_rows4 = softmax_rows4_ref;
   k->qk_rows = qk_rows_ref;
   k->pv_rows = pv_rows_ref;
   k->widen = widen_ref;

@@ -25,6 +25,7 @@ void ab__attn_kernels_avx2(struct ab__attn_kernels *k)
   k->qk_tile = qk_tile_avx2;
   k->pv_tile = pv_tile_avx2;
   k->softmax_tile = softmax_tile_avx2;
+  k->softmax_rows4 = softmax_rows4_avx2;
   k->qk_rows = qk_rows_avx2;
   k->pv_rows = pv_rows_avx2;
   k->widen = widen_avx2;

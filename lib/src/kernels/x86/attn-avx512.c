@@ -25,6 +25,7 @@ void ab__attn_kernels_avx512(struct ab__attn_kernels *k)
   k->qk_tile = qk_tile_avx512;
   k->pv_tile = pv_tile_avx512;
   k->softmax_tile = softmax_tile_avx512;
+  k->softmax_rows4 = softmax_rows4_avx512;
   k->qk_rows = qk_rows_avx512;
   k->pv_rows = pv_rows_avx512;
   k->widen = widen_avx512;

@@ -255,6 +255,47 @@ static void V_FN(softmax_tile)(const struct ab__attn_tile *t)
   }
 }
 
+/* ==== few rows packed 4 to a key (kernels/attn.h, softmax_rows4) ======== *
+ * A vector holds V_W/4 keys of 4 rows: lane x is row x % 4.  Row maxima and
+ * sums gather their lanes by folding lanes x and x ^ h (h = 4, 8, ...);
+ * the lanes past the last key are -inf, so they add exp(-inf) = 0. */
+AI V fold_rows4(V x, const int is_max)
+{
+  int h;
+
+  V_UNROLL(4)
+  for (h = 4; h < V_W; h *= 2)
+    x = is_max ? V_MAX(x, V_SWAP(x, h)) : V_ADD(x, V_SWAP(x, h));
+  return x;
+}
+
+static void V_FN(softmax_rows4)(float *s, int64_t nk, float *mx, float *l,
+                                float *alpha)
+{
+  const V ninf = V_SET1(-INFINITY);
+  const int64_t n = 4 * nk, nv = (n + V_W - 1) / V_W * V_W;
+  V vmax = ninf, sum = V_ZERO(), mold, mnew, mu, a;
+  int64_t x;
+
+  for (x = n; x < nv; x++)
+    s[x] = -INFINITY;
+  for (x = 0; x < nv; x += V_W)
+    vmax = V_MAX(vmax, V_LOAD(s + x));
+  mold = V_LOAD4(mx);
+  mnew = V_MAX(mold, fold_rows4(vmax, 1));
+  /* As softmax_tile: a row that has seen only -inf subtracts 0. */
+  mu = V_MASKZ(V_CMP(mnew, ninf, _CMP_NEQ_OQ), mnew);
+  for (x = 0; x < nv; x += V_W) {
+    V p = exp_v(V_SUB(V_LOAD(s + x), mu));
+    V_STORE(s + x, p);
+    sum = V_ADD(sum, p);
+  }
+  a = exp_v(V_SUB(mold, mu));
+  V_STORE4(l, V_FMADD(V_LOAD4(l), a, fold_rows4(sum, 0)), 0);
+  V_STORE4(alpha, a, 0);
+  V_STORE4(mx, mnew, 0);
+}
+
 /* ==== few rows: vectorised over the head dimension ====================== *
  * qk_rows and pv_rows (see kernels/attn.h) for the blocks of a handful of
  * rows that decoding makes.  Register blocks, from the including file:

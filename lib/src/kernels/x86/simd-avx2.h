@@ -94,6 +94,8 @@ AI __m256i v_first(int64_t k)
 #define V_SWAP(x, h) v_swap(x, h)
 #define V_BLEND_BIT(a, b, h) v_blend_bit(a, b, h)
 #define V_STORE4(p, x, g) v_store4(p, x, g)
+/* The 4 floats at p, repeated in every group of 4 lanes. */
+#define V_LOAD4(p) _mm256_broadcast_ps((const __m128 *)(p))
 #define V_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
 AI __m256 v_swap(__m256 x, const int h)
