@@ -22,6 +22,9 @@ struct dec_var {
   struct ab_tensor tq, tk, tv;
   struct ab_attn_params p;
   struct bench_samples ms;
+  /* per round: % of that round's triad and read probes, and (bf16) time
+   * over the fp32 twin's of the same round */
+  struct bench_samples pct_triad, pct_read, vs_fp32;
   double err;
   int failed;
 };
@@ -181,6 +184,26 @@ static double dec_one_thread(int nk, int hkv, int bf16, float *q, void *k,
   return best * 1e9 / ((double)nk * hkv);
 }
 
+/* ns per key and kv head of a bare read of the same K and V (bytes each)
+ * on this thread, evicted first: the stream time of those bytes alone. */
+static double dec_read_one_thread(const void *k, const void *v, size_t bytes,
+                                  int nk, int reps, const float *evbuf)
+{
+  static volatile float sink;
+  double best = INFINITY;
+  int r;
+
+  for (r = 0; r < reps; r++) {
+    double t0;
+    evict(evbuf);
+    t0 = bench_now();
+    sink = read_run(k, (int64_t)(bytes / 4)) + read_run(v, (int64_t)(bytes / 4));
+    best = fmin(best, bench_now() - t0);
+  }
+  (void)sink;
+  return best * 1e9 / ((double)nk * DEC_HKV);
+}
+
 static void dec_limits(int nk, float *q, float *out, float *kf, float *vf,
                        uint16_t *kh, uint16_t *vh, const float *evbuf)
 {
@@ -195,10 +218,12 @@ static void dec_limits(int nk, float *q, float *out, float *kf, float *vf,
     double cache = dec_one_thread(DEC_CACHE_NK, 1, bf16, q, k, v, out,
                                   reps * 200, NULL);
     double mem = dec_one_thread(nk, DEC_HKV, bf16, q, k, v, out, reps, evbuf);
-    printf("   %-5s in L2 %6.1f ns (%5.1f GB/s)   from memory %6.1f ns "
-           "(%5.1f GB/s)   difference %6.1f ns = %5.1f GB/s\n",
-           bf16 ? "bf16" : "fp32", cache, bytes / cache, mem, bytes / mem,
-           mem - cache, bytes / (mem - cache));
+    double rd = dec_read_one_thread(
+        k, v, (size_t)DEC_HKV * nk * DEC_D * (bf16 ? 2 : 4), nk, reps, evbuf);
+    printf("   %-5s in L2 %5.1f ns   bare read of K, V %5.1f ns (%4.1f GB/s)   "
+           "from memory %5.1f ns (%4.1f GB/s; in L2 + read %5.1f)\n",
+           bf16 ? "bf16" : "fp32", cache, rd, bytes / rd, mem, bytes / mem,
+           cache + rd);
     res_begin("attention_decode_limits");
     res_str("dtype", bf16 ? "bf16" : "fp32");
     res_int("Nq", 1);
@@ -207,9 +232,10 @@ static void dec_limits(int nk, float *q, float *out, float *kf, float *vf,
     res_int("d", DEC_D);
     res_num("ns_per_key_in_l2", cache);
     res_num("ns_per_key_from_memory", mem);
+    res_num("ns_per_key_read_alone", rd);
     res_end();
   }
-  printf("   When from-memory is about in-L2 plus the stream time of the same "
+  printf("   When from-memory is about in-L2 plus the bare read of the same "
          "bytes, the arithmetic and the\n   loads take turns instead of "
          "overlapping: the kernel, not the memory, is then the limit.\n");
 }
@@ -283,35 +309,50 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
       bench_fill(vf, nkv, 43, 1.0f);
     }
   }
+  /* Each round's kernels are compared with that round's probes (adjacent
+   * runs): the medians of those ratios, not ratios of medians, which
+   * could pair a fast round with a slow one on this shared host. */
   for (r = 0; r < reps; r++) {
+    double t[8], tri, rd;
     for (i = 0; i < nvar; i++) {
+      t[i] = NAN;
       if (var[i].failed)
         continue;
       evict(evbuf);
-      if (dec_run(pool, &var[i], &secs) == 0)
+      if (dec_run(pool, &var[i], &secs) == 0) {
         bench_samples_add(&var[i].ms, secs * 1e3);
+        t[i] = secs;
+      }
     }
-    bench_samples_add(&probe, bench_probe_triad_once(pool, 0));
+    tri = bench_probe_triad_once(pool, 0);
+    bench_samples_add(&probe, tri);
     evict(evbuf);
-    bench_samples_add(&rprobe, read_once(pool, &rp));
+    rd = read_once(pool, &rp);
+    bench_samples_add(&rprobe, rd);
+    for (i = 0; i < nvar; i++) {
+      double gbs = 2.0 * (double)nkv * (var[i].bf16 ? 2 : 4) / t[i] * 1e-9;
+      if (isnan(t[i]))
+        continue;
+      bench_samples_add(&var[i].pct_triad, 100.0 * gbs / tri);
+      bench_samples_add(&var[i].pct_read, 100.0 * gbs / rd);
+      if (var[i].bf16 && !isnan(t[i - 1]))
+        bench_samples_add(&var[i].vs_fp32, t[i] / t[i - 1]);
+    }
   }
   for (i = 0; i < nvar; i++) {
     struct dec_var *v = &var[i];
-    double med = bench_median(&v->ms), gbs, rel = NAN;
+    double med = bench_median(&v->ms), gbs, rel = bench_median(&v->vs_fp32);
     double bytes = 2.0 * (double)nkv * (v->bf16 ? 2 : 4);
 
     if (v->ms.n == 0)
       continue;
     gbs = bytes / (med * 1e-3) * 1e-9;
-    if (v->bf16 && var[i - 1].ms.n)
-      rel = med / bench_median(&var[i - 1].ms);
     printf("   %-5s %3d %6d %8.2f [%.2f-%.2f] %7.1f %6.1f%% %6.1f%% %6.1f%%",
            v->bf16 ? "bf16" : "fp32", v->nq, nk, med, bench_min(&v->ms),
            bench_max(&v->ms), gbs,
            100.0 * gbs / bench_ceiling_now(BENCH_CEIL_TRIAD),
-           100.0 * gbs / bench_median(&probe),
-           100.0 * gbs / bench_median(&rprobe));
-    if (v->bf16)
+           bench_median(&v->pct_triad), bench_median(&v->pct_read));
+    if (v->bf16 && v->vs_fp32.n)
       printf("  %5.2f", rel);
     else
       printf("      -");
@@ -328,8 +369,8 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     res_int("d", DEC_D);
     res_num("ms_median", med);
     res_num("gbs", gbs);
-    res_num("pct_triad_round", 100.0 * gbs / bench_median(&probe));
-    res_num("pct_read_round", 100.0 * gbs / bench_median(&rprobe));
+    res_num("pct_triad_round", bench_median(&v->pct_triad));
+    res_num("pct_read_round", bench_median(&v->pct_read));
     res_end();
   }
   if (probe.n)
