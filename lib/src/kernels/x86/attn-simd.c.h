@@ -546,7 +546,8 @@ AI void pv_rows_part(const int e, float *o, int64_t ldo, const float *alpha,
 #define PVR_CASE(RB, CB)                                                       \
   case (RB - 1) * PVR_CB + (CB - 1):                                           \
     pv_rows_block(RB, CB, e, o + i0 * ldo + c0, ldo, alpha ? alpha + i0 : NULL, \
-                  (const char *)v + (size_t)c0 * esz, ldv, p + i0, ldp, nk);   \
+                  (const char *)v + (size_t)c0 * esz, ldv, p + i0, ldp,      \
+                  nk);                                                         \
     break;
 #if PVR_RB == 2 && PVR_CB == 8
 #define PVR_CASES(RB)                                                          \
