@@ -25,9 +25,25 @@ struct dec_var {
   /* per round: % of that round's triad and read probes, and (bf16) time
    * over the fp32 twin's of the same round */
   struct bench_samples pct_triad, pct_read, vs_fp32;
-  double err;
+  /* per round: % of the FMA ceiling the arithmetic would need to run at
+   * 70 % of that round's triad */
+  struct bench_samples need_fma;
+  double flops, err;
   int failed;
 };
+
+/* Useful flops of a decoding step: q.k and p.v, 2 flops per product, for
+ * every query row over the keys it sees (causal, bottom-right: row r of
+ * Nq sees Nk - Nq + r + 1 keys). */
+static double dec_flops(int nq, int nk)
+{
+  double keys = 0.0;
+  int r;
+
+  for (r = 0; r < nq; r++)
+    keys += nk - nq + r + 1;
+  return 4.0 * DEC_HQ * DEC_D * keys;
+}
 
 /* Reads every line of the eviction buffer: K and V of the last run leave
  * the caches. */
@@ -278,6 +294,7 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     v->nq = nqs[i / 2];
     v->bf16 = i % 2;
     v->err = -1;
+    v->flops = dec_flops(v->nq, nk);
     qs[2] = v->nq;
     if (ab_tensor_init(&v->tq, q, AB_DTYPE_F32, 4, qs) ||
         ab_tensor_init(&v->tk, v->bf16 ? (void *)kh : kf,
@@ -332,10 +349,15 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     rd = read_once(pool, &rp);
     bench_samples_add(&rprobe, rd);
     for (i = 0; i < nvar; i++) {
-      double gbs = 2.0 * (double)nkv * (var[i].bf16 ? 2 : 4) / t[i] * 1e-9;
+      double bytes = 2.0 * (double)nkv * (var[i].bf16 ? 2 : 4);
+      double gbs = bytes / t[i] * 1e-9;
       if (isnan(t[i]))
         continue;
       bench_samples_add(&var[i].pct_triad, 100.0 * gbs / tri);
+      /* at 70 % of the triad the step takes bytes / (0.7 tri) seconds */
+      bench_samples_add(&var[i].need_fma,
+                        100.0 * var[i].flops * 0.7 * tri / bytes /
+                            bench_ceiling_now(BENCH_CEIL_FMA));
       bench_samples_add(&var[i].pct_read, 100.0 * gbs / rd);
       if (var[i].bf16 && !isnan(t[i - 1]))
         bench_samples_add(&var[i].vs_fp32, t[i] / t[i - 1]);
@@ -345,15 +367,19 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     struct dec_var *v = &var[i];
     double med = bench_median(&v->ms), gbs, rel = bench_median(&v->vs_fp32);
     double bytes = 2.0 * (double)nkv * (v->bf16 ? 2 : 4);
+    double fma = 100.0 * v->flops / (med * 1e-3) * 1e-9 /
+                 bench_ceiling_now(BENCH_CEIL_FMA);
 
     if (v->ms.n == 0)
       continue;
     gbs = bytes / (med * 1e-3) * 1e-9;
-    printf("   %-5s %3d %6d %8.2f [%.2f-%.2f] %7.1f %6.1f%% %6.1f%% %6.1f%%",
+    printf("   %-5s %3d %6d %8.2f [%.2f-%.2f] %7.1f %6.1f%% %6.1f%% %6.1f%% "
+           "%5.0f%% %5.0f%%",
            v->bf16 ? "bf16" : "fp32", v->nq, nk, med, bench_min(&v->ms),
            bench_max(&v->ms), gbs,
            100.0 * gbs / bench_ceiling_now(BENCH_CEIL_TRIAD),
-           bench_median(&v->pct_triad), bench_median(&v->pct_read));
+           bench_median(&v->pct_triad), bench_median(&v->pct_read), fma,
+           bench_median(&v->need_fma));
     if (v->bf16 && v->vs_fp32.n)
       printf("  %5.2f", rel);
     else
@@ -373,6 +399,8 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     res_num("gbs", gbs);
     res_num("pct_triad_round", bench_median(&v->pct_triad));
     res_num("pct_read_round", bench_median(&v->pct_read));
+    res_num("pct_fma", fma);
+    res_num("pct_fma_at_70_triad", bench_median(&v->need_fma));
     res_end();
   }
   if (probe.n)
@@ -400,8 +428,11 @@ void bench_decode(struct bench_pool *pool)
          "ratio, same rounds\n");
   printf("   %%read: of a bare read of the same K and V (float32, evicted "
          "first) in the same rounds\n");
+  printf("   %%FMA: useful GFLOP/s over the FMA ceiling; @70%%: the %%FMA "
+         "that 70 %% of the same round's triad\n   would take (over 100 %%: "
+         "the arithmetic, not memory, is the limit)\n");
   printf("   dtype  Nq     Nk    ms median [min-max]    GB/s  %%triad "
-         "%%round  %%read bf16/fp32 check\n");
+         "%%round  %%read   %%FMA   @70%% bf16/fp32 check\n");
   bench_fill(evbuf, EVICT_BYTES / 4, 44, 1.0f);
   for (a = 0; a < nnk; a++)
     dec_shape(pool, nks[a], nqs, nnq, evbuf, a == nnk - 1);
