@@ -369,6 +369,11 @@ AI V sum_lanes(V *x, const int n)
  * with bfloat16. */
 #define ROWS_PREFETCH_KEYS 8
 
+/* Pages ahead that the few-row kernels touch (below): the keys 2, the
+ * values 1. */
+#define ROWS_KICK_PAGES_K 2
+#define ROWS_KICK_PAGES_V 1
+
 /* Prefetch the n bytes at p into L1 (n a multiple of 64 or not). */
 AI void prefetch_bytes(const void *p, int64_t n)
 {
@@ -376,6 +381,20 @@ AI void prefetch_bytes(const void *p, int64_t n)
 
   for (o = 0; o < n; o += 64)
     V_PREFETCH((const char *)p + o);
+}
+
+/* The hardware prefetchers follow a stream within a 4 KiB page and learn
+ * each new page from its first misses, which a kernel with this much
+ * arithmetic per byte then waits for.  So when a row (of ld bytes) is the
+ * first to start in its page, this touches the row `pages` pages ahead
+ * (the next row when rows are a page or more apart): one prefetch per
+ * page, and the stream is already going when the kernel gets there.
+ * Decoding from memory, one thread, ns per key and kv head (Zen 5): float32
+ * 42.5 -> 37, bfloat16 31 -> 21-26. */
+AI void page_kick(const char *row, int64_t ld, int pages)
+{
+  if ((uintptr_t)row % 4096 < (uintptr_t)ld)
+    V_PREFETCH(row + (ld < 4096 ? pages * 4096 / ld : 1) * ld);
 }
 
 /* s[a*lds + b] = k_a . q_b for KB keys and RB rows, written as groups of
@@ -460,7 +479,10 @@ AI void qk_rows_e(const int e, float *s, int64_t lds, const void *k,
   int64_t j0, i0;
 
   for (j0 = 0; j0 < nk; j0 += QKR_KB) {
-    int kb = (int)(nk - j0 < QKR_KB ? nk - j0 : QKR_KB);
+    int kb = (int)(nk - j0 < QKR_KB ? nk - j0 : QKR_KB), r;
+    for (r = 0; r < kb; r++)
+      page_kick((const char *)k + (size_t)((j0 + r) * ldk) * esz,
+                ldk * (int64_t)esz, ROWS_KICK_PAGES_K);
     if (j0 + ROWS_PREFETCH_KEYS + kb <= nk)
       prefetch_bytes((const char *)k + (size_t)((j0 + ROWS_PREFETCH_KEYS) *
                                                 ldk) * esz,
@@ -488,11 +510,14 @@ static void V_FN(qk_rows)(float *s, int64_t lds, const void *k, int64_t ldk,
   }
 }
 
-/* Rows b < RB, columns [0, CB*V_W) of o: o = o*alpha + sum_j p_j v_j. */
+/* Rows b < RB, columns [0, CB*V_W) of o: o = o*alpha + sum_j p_j v_j;
+ * with `kick`, the value rows' pages ahead are touched (page_kick). */
 AI void pv_rows_block(const int RB, const int CB, const int e, float *o,
                       int64_t ldo, const float *alpha, const void *v,
-                      int64_t ldv, const float *p, int64_t ldp, int64_t nk)
+                      int64_t ldv, const float *p, int64_t ldp, int64_t nk,
+                      int kick)
 {
+  const int64_t ldb = ldv * (e == AB__ELEM_F32 ? 4 : 2);
   V acc[PVR_RB][PVR_CB];
   int64_t j;
   int a, b;
@@ -507,6 +532,8 @@ AI void pv_rows_block(const int RB, const int CB, const int e, float *o,
     }
   for (j = 0; j < nk; j++) {
     V vv[PVR_CB];
+    if (kick)
+      page_kick((const char *)v + j * ldb, ldb, ROWS_KICK_PAGES_V);
     V_UNROLL(PVR_CB)
     for (a = 0; a < CB; a++)
       vv[a] = load_elem(v, j * ldv + a * V_W, e);
@@ -547,7 +574,7 @@ AI void pv_rows_part(const int e, float *o, int64_t ldo, const float *alpha,
   case (RB - 1) * PVR_CB + (CB - 1):                                           \
     pv_rows_block(RB, CB, e, o + i0 * ldo + c0, ldo, alpha ? alpha + i0 : NULL, \
                   (const char *)v + (size_t)c0 * esz, ldv, p + i0, ldp,      \
-                  nk);                                                         \
+                  nk, i0 == 0 && c0 == 0);                                     \
     break;
 #if PVR_RB == 2 && PVR_CB == 8
 #define PVR_CASES(RB)                                                          \
