@@ -364,13 +364,13 @@ AI V sum_lanes(V *x, const int n)
  * QKR_KB key rows side by side, which the hardware's prefetcher follows
  * badly: without this, decoding from memory took 1.3-1.6x as long (Zen 5,
  * one thread).  pv_rows reads its value rows one after another and leaves
- * them to the hardware: prefetching them too cost 10-15 % with float32
- * values (47 against 41 ns per key and kv head) and nothing measurable
- * with bfloat16. */
+ * them to the hardware (but for page_kick below): prefetching them line by
+ * line too cost 10-15 % with float32 values (47 against 41 ns per key and
+ * kv head) and nothing measurable with bfloat16. */
 #define ROWS_PREFETCH_KEYS 8
 
-/* Pages ahead that the few-row kernels touch (below): the keys 2, the
- * values 1. */
+/* Pages ahead that the few-row kernels touch (page_kick): the keys 2, the
+ * values 1 (1-4 pages for either measured the same). */
 #define ROWS_KICK_PAGES_K 2
 #define ROWS_KICK_PAGES_V 1
 
@@ -389,8 +389,9 @@ AI void prefetch_bytes(const void *p, int64_t n)
  * first to start in its page, this touches the row `pages` pages ahead
  * (the next row when rows are a page or more apart): one prefetch per
  * page, and the stream is already going when the kernel gets there.
- * Decoding from memory, one thread, ns per key and kv head (Zen 5): float32
- * 42.5 -> 37, bfloat16 31 -> 21-26. */
+ * Decoding from memory, one thread, ns per key and kv head (Zen 5, the
+ * bench's "what limits Nq=1", 4 runs each): float32 39-46 -> 30-39,
+ * bfloat16 27-35 -> 21-27. */
 AI void page_kick(const char *row, int64_t ld, int pages)
 {
   if ((uintptr_t)row % 4096 < (uintptr_t)ld)
