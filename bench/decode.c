@@ -181,6 +181,7 @@ static double dec_one_thread(int nk, int hkv, int bf16, float *q, void *k,
   p.q = &tq, p.k = &tk, p.v = &tv;
   p.causal = 1;
   p.out = out;
+  p.threads = 1;
   if (ab_attention_job(&p, &job) != AB_STATUS_OK)
     return NAN;
   scratch = bench_alloc(ab_job_scratch_size(job) + 64);
@@ -308,6 +309,7 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     v->p.q = &v->tq, v->p.k = &v->tk, v->p.v = &v->tv;
     v->p.causal = 1;
     v->p.out = out;
+    v->p.threads = bench_pool_threads(pool); /* as attnbiasd does */
   }
 
   /* Warm-up and check (bf16: against the widened values). */

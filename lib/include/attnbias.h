@@ -671,6 +671,13 @@ struct ab_attn_params {
    * naming "inputs_later") where building the job must read them: RoPE,
    * or k or v that are not float32 with unit inner stride. */
   int inputs_later;
+  /* How many threads will run the job's pieces: a hint for how finely to
+   * cut the work.  0: not known, so the job is cut for a machine of many
+   * threads (when the blocks are few, as in decoding, their keys are split
+   * into up to 64 pieces); n > 0: into about 4 pieces per thread at most.
+   * Results are the same either way, up to float rounding.  ab_attention,
+   * which runs every piece on the calling thread, takes 0 as 1. */
+  int threads;
 };
 /* Zero p, then layout bhsd and an unbounded window (-1, -1): the default
  * scale, bottom-right q_offset, non-causal, no RoPE, no bias. */

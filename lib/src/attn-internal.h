@@ -31,6 +31,11 @@
  * a large machine to stream K and V, however few kv heads there are. */
 #define AB__ATTN_SPLIT_PIECES 64
 #define AB__ATTN_SPLIT_MIN_KEYS 1024
+/* With the caller's thread count (ab_attn_params.threads), the split aims
+ * at this many pieces per thread instead (at most AB__ATTN_SPLIT_PIECES):
+ * enough to even out pieces of unequal cost, without the cost of many
+ * short ones (each restarts its streams and adds to the merge). */
+#define AB__ATTN_SPLIT_PER_THREAD 4
 
 /* Query blocks per piece: consecutive blocks of one head walk their key
  * tiles side by side, so each tile of k and v comes from memory once for

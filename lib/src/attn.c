@@ -20,7 +20,8 @@
  * tile, so the softmax's vectors are full too (softmax_rows4).
  *
  * Split keys.  When the blocks are too few to keep every thread streaming
- * K and V (decoding: B * Hkv blocks), each block's keys are split into
+ * K and V (decoding: B * Hkv blocks; the caller may say how many threads
+ * there are, ab_attn_params.threads), each block's keys are split into
  * nsplit chunks, one piece each.  A chunk's piece leaves its unnormalised
  * output rows with their running max and sum in the job's `part` buffer;
  * the piece that finishes a block's last chunk (a per-block counter) merges
@@ -162,6 +163,11 @@ static enum ab_status attn_check(const struct ab_attn_params *p,
     return ab__fail(AB_STATUS_INVALID_ARG, "layout",
                     "layout %d is neither bhsd (0) nor bshd (1)",
                     (int)p->layout);
+  if (p->threads < 0)
+    return ab__fail(AB_STATUS_INVALID_ARG, "threads",
+                    "threads is %d; it counts the threads that will run the "
+                    "job (0: not known)",
+                    p->threads);
   if ((st = ab__check_tensor(p->q, "q", 0)) != AB_STATUS_OK ||
       (st = ab__check_tensor(p->k, "k", 0)) != AB_STATUS_OK ||
       (st = ab__check_tensor(p->v, "v", 0)) != AB_STATUS_OK)
@@ -393,6 +399,7 @@ struct attn_ctx {
   int64_t qpb, nqs;
   size_t block_scratch;
   int64_t rows_max, rows_tile; /* few-row blocks and their key tile */
+  int threads;                 /* the caller's hint (0: not known) */
   int64_t nsplit;      /* key chunks per block (>= 1) */
   int64_t *order;      /* piece -> block x nsplit + chunk, costliest first */
   /* split keys: per block x chunk, part_rec floats (o [mp_max][Dv], then
@@ -733,23 +740,26 @@ static void key_chunk(int64_t nsplit, int64_t split, int64_t *lo,
 }
 
 /* Key chunks per block: the caller's (tests), else enough to make about
- * AB__ATTN_SPLIT_PIECES pieces when the blocks alone are fewer, each at
- * least AB__ATTN_SPLIT_MIN_KEYS keys long -- only for blocks of one query
- * block per head (decoding, short q against long k), and never when the
- * weights are asked for (they need every row's final max and sum in the
- * piece that writes them). */
+ * AB__ATTN_SPLIT_PIECES pieces (AB__ATTN_SPLIT_PER_THREAD per thread when
+ * the caller gave its thread count, if that is fewer) when the blocks
+ * alone are fewer, each at least AB__ATTN_SPLIT_MIN_KEYS keys long -- only
+ * for blocks of one query block per head (decoding, short q against long
+ * k), and never when the weights are asked for (they need every row's
+ * final max and sum in the piece that writes them). */
 static int64_t choose_splits(const struct attn_ctx *c, int64_t blocks,
                              int64_t forced)
 {
-  int64_t want, most;
+  int64_t target = AB__ATTN_SPLIT_PIECES, want, most;
 
   if (c->weights)
     return 1;
   if (forced > 0)
     return forced;
-  if (c->nqb != 1 || blocks >= AB__ATTN_SPLIT_PIECES)
+  if (c->threads > 0)
+    target = ab__min64(target, (int64_t)c->threads * AB__ATTN_SPLIT_PER_THREAD);
+  if (c->nqb != 1 || blocks >= target)
     return 1;
-  want = (AB__ATTN_SPLIT_PIECES + blocks - 1) / blocks;
+  want = (target + blocks - 1) / blocks;
   most = c->s.Nk / AB__ATTN_SPLIT_MIN_KEYS;
   return ab__max64(1, ab__min64(want, most));
 }
@@ -964,6 +974,7 @@ enum ab_status ab__attention_job_tuned(const struct ab_attn_params *p,
     c->ost[1] = s.Dv, c->ost[2] = s.Hq * s.Dv;
     c->ost[0] = s.Nq * c->ost[2];
   }
+  c->threads = p->threads;
   c->key_tile = key_tile;
   c->rows_max = rows_max;
   c->rows_tile = AB__ATTN_ROWS_TILES * key_tile;
@@ -1087,8 +1098,16 @@ enum ab_status ab_attention_job(const struct ab_attn_params *p,
 
 enum ab_status ab_attention(const struct ab_attn_params *p)
 {
+  struct ab_attn_params one;
   ab_job_t *job;
-  enum ab_status st = ab_attention_job(p, &job);
+  enum ab_status st;
+
+  if (p && p->threads == 0) { /* every piece runs on this thread */
+    one = *p;
+    one.threads = 1;
+    p = &one;
+  }
+  st = ab_attention_job(p, &job);
 
   if (st != AB_STATUS_OK)
     return st;

@@ -1405,6 +1405,76 @@ TEST(attn_large_output_streams)
   return 0;
 }
 
+/* ab_attn_params.threads: a decoding job (one block per kv head) is cut
+ * into about AB__ATTN_SPLIT_PER_THREAD pieces per thread, or for a large
+ * machine when the count is not given; every cut gives the float64
+ * answer, and a negative count is refused by name. */
+TEST(attn_threads_hint_cuts_decoding)
+{
+  enum { HQ = 8, HKV = 4, NQ = 1, NK = 4096, D = 16 };
+  static const int threads[] = {0, 1, 2, 3, 100};
+  struct prob P = {1, HQ, HKV, NQ, NK, D, D, NULL, NULL, NULL};
+  const int64_t qs[4] = {1, HQ, NQ, D}, ks[4] = {1, HKV, NK, D};
+  float *q = malloc(sizeof(float) * HQ * NQ * D);
+  float *k = malloc(sizeof(float) * HKV * NK * D);
+  float *v = malloc(sizeof(float) * HKV * NK * D);
+  float *out = malloc(sizeof(float) * HQ * NQ * D);
+  double *want = malloc(sizeof(double) * HQ * NQ * D);
+  struct ab_tensor tq, tk, tv;
+  struct ab_attn_params p;
+  struct ref_opts o;
+  ab_job_t *job;
+  int64_t i;
+  size_t t;
+
+  CHECK(q && k && v && out && want);
+  P.q = rand_array(HQ * NQ * D, -1, 1);
+  P.k = rand_array(HKV * NK * D, -1, 1);
+  P.v = rand_array(HKV * NK * D, -1, 1);
+  for (i = 0; i < HQ * NQ * D; i++)
+    q[i] = (float)(P.q[i] = (float)P.q[i]);
+  for (i = 0; i < HKV * NK * D; i++) {
+    k[i] = (float)(P.k[i] = (float)P.k[i]);
+    v[i] = (float)(P.v[i] = (float)P.v[i]);
+  }
+  ref_opts_init(&o, &P);
+  ref_attention(&P, &o, want, NULL, NULL);
+  CHECK_OK(ab_tensor_init(&tq, q, AB_DTYPE_F32, 4, qs));
+  CHECK_OK(ab_tensor_init(&tk, k, AB_DTYPE_F32, 4, ks));
+  CHECK_OK(ab_tensor_init(&tv, v, AB_DTYPE_F32, 4, ks));
+  ab_attn_params_init(&p);
+  p.q = &tq, p.k = &tk, p.v = &tv, p.out = out;
+  for (t = 0; t < sizeof threads / sizeof *threads; t++) {
+    /* HKV blocks; chunks of at least AB__ATTN_SPLIT_MIN_KEYS keys */
+    int64_t target = threads[t]
+                         ? (int64_t)threads[t] * AB__ATTN_SPLIT_PER_THREAD
+                         : AB__ATTN_SPLIT_PIECES;
+    int64_t splits = target > AB__ATTN_SPLIT_PIECES ? AB__ATTN_SPLIT_PIECES
+                                                    : target;
+    splits = (splits + HKV - 1) / HKV;
+    if (splits > NK / AB__ATTN_SPLIT_MIN_KEYS)
+      splits = NK / AB__ATTN_SPLIT_MIN_KEYS;
+    if (splits < 1)
+      splits = 1;
+    p.threads = threads[t];
+    memset(out, 0, sizeof(float) * HQ * NQ * D);
+    CHECK_OK(ab_attention_job(&p, &job));
+    CHECK_EQ_I64(ab_job_pieces(job), HKV * splits);
+    CHECK_OK(ab_job_run_all(job));
+    ab_job_free(job);
+    if (!test_array_close(__FILE__, __LINE__, "out", out, want, HQ * NQ * D,
+                          RTOL, ATOL))
+      return 1;
+  }
+  p.threads = -1;
+  CHECK_FAILS(ab_attention_job(&p, &job), AB_STATUS_INVALID_ARG, "threads");
+  CHECK_FAILS(ab_attention(&p), AB_STATUS_INVALID_ARG, "threads");
+  CHECK(ab_attention_flops(&p) < 0);
+  free(q), free(k), free(v), free(out), free(want);
+  free(P.q), free(P.k), free(P.v);
+  return 0;
+}
+
 /* Pieces are independent: any order, on several threads' scratch. */
 TEST(attn_job_pieces_any_order)
 {
