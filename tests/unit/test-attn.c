@@ -224,6 +224,18 @@ static double *rand_array(int64_t n, double lo, double hi)
   return a;
 }
 
+/* n uniform values in [-1, 1) that are floats: as doubles (returned, for
+ * the reference) and as floats in f (the library's input). */
+static double *rand_floats(int64_t n, float *f)
+{
+  double *a = rand_array(n, -1, 1);
+  int64_t i;
+
+  for (i = 0; a && i < n; i++)
+    f[i] = (float)(a[i] = (float)a[i]);
+  return a;
+}
+
 /* ==== one randomised case =============================================== */
 
 struct rcase {
@@ -1369,20 +1381,13 @@ TEST(attn_large_output_streams)
   struct ab__attn_tuning tune = {NULL, 0, 0, 0, 3, 0, 0};
   float *out = buf + 1;
   ab_job_t *job;
-  int64_t i;
   int split;
 
   CHECK(q && k && v && buf && canon && want);
   CHECK((size_t)nout * sizeof(float) >= ((size_t)16 << 20));
-  P.q = rand_array(H * NQ * D, -1, 1);
-  P.k = rand_array(H * NK * D, -1, 1);
-  P.v = rand_array(H * NK * DV, -1, 1);
-  for (i = 0; i < H * NQ * D; i++)
-    q[i] = (float)(P.q[i] = (float)P.q[i]);
-  for (i = 0; i < H * NK * D; i++)
-    k[i] = (float)(P.k[i] = (float)P.k[i]);
-  for (i = 0; i < H * NK * DV; i++)
-    v[i] = (float)(P.v[i] = (float)P.v[i]);
+  P.q = rand_floats(H * NQ * D, q);
+  P.k = rand_floats(H * NK * D, k);
+  P.v = rand_floats(H * NK * DV, v);
   ref_opts_init(&o, &P);
   ref_attention(&P, &o, want, NULL, NULL);
   CHECK_OK(ab_tensor_init(&tq, q, AB_DTYPE_F32, 4, qs));
@@ -1424,19 +1429,12 @@ TEST(attn_threads_hint_cuts_decoding)
   struct ab_attn_params p;
   struct ref_opts o;
   ab_job_t *job;
-  int64_t i;
   size_t t;
 
   CHECK(q && k && v && out && want);
-  P.q = rand_array(HQ * NQ * D, -1, 1);
-  P.k = rand_array(HKV * NK * D, -1, 1);
-  P.v = rand_array(HKV * NK * D, -1, 1);
-  for (i = 0; i < HQ * NQ * D; i++)
-    q[i] = (float)(P.q[i] = (float)P.q[i]);
-  for (i = 0; i < HKV * NK * D; i++) {
-    k[i] = (float)(P.k[i] = (float)P.k[i]);
-    v[i] = (float)(P.v[i] = (float)P.v[i]);
-  }
+  P.q = rand_floats(HQ * NQ * D, q);
+  P.k = rand_floats(HKV * NK * D, k);
+  P.v = rand_floats(HKV * NK * D, v);
   ref_opts_init(&o, &P);
   ref_attention(&P, &o, want, NULL, NULL);
   CHECK_OK(ab_tensor_init(&tq, q, AB_DTYPE_F32, 4, qs));
