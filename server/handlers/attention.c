@@ -3,7 +3,6 @@
  * position bias fused in; returns output and optionally lse and weights, or
  * a PNG picture of the weights of some heads (Accept: image/png). */
 #include "params.h"
-#include "work/work.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -376,7 +375,7 @@ int srv_h_attention(struct srv_call *c, struct srv_err *err)
   ab_attn_params_init(ap);
   /* The pool's threads run the pieces: a decoding step is cut for them,
    * not for a machine of many threads. */
-  ap->threads = srv_work_threads();
+  ap->threads = srv_cfg.threads > 0 ? srv_cfg.threads : 0;
   ap->q = &rq->q;
   ap->k = &rq->k;
   ap->v = &rq->v;
