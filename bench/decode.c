@@ -28,7 +28,7 @@ struct dec_var {
   /* per round: % of the FMA ceiling the arithmetic would need to run at
    * 70 % of that round's triad */
   struct bench_samples need_fma;
-  double flops, err;
+  double bytes, flops, err; /* K and V read, useful flops, check */
   int failed;
 };
 
@@ -295,6 +295,7 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     v->nq = nqs[i / 2];
     v->bf16 = i % 2;
     v->err = -1;
+    v->bytes = 2.0 * (double)nkv * (v->bf16 ? 2 : 4);
     v->flops = dec_flops(v->nq, nk);
     qs[2] = v->nq;
     if (ab_tensor_init(&v->tq, q, AB_DTYPE_F32, 4, qs) ||
@@ -351,14 +352,13 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
     rd = read_once(pool, &rp);
     bench_samples_add(&rprobe, rd);
     for (i = 0; i < nvar; i++) {
-      double bytes = 2.0 * (double)nkv * (var[i].bf16 ? 2 : 4);
-      double gbs = bytes / t[i] * 1e-9;
+      double gbs = var[i].bytes / t[i] * 1e-9;
       if (isnan(t[i]))
         continue;
       bench_samples_add(&var[i].pct_triad, 100.0 * gbs / tri);
       /* at 70 % of the triad the step takes bytes / (0.7 tri) seconds */
       bench_samples_add(&var[i].need_fma,
-                        100.0 * var[i].flops * 0.7 * tri / bytes /
+                        100.0 * var[i].flops * 0.7 * tri / var[i].bytes /
                             bench_ceiling_now(BENCH_CEIL_FMA));
       bench_samples_add(&var[i].pct_read, 100.0 * gbs / rd);
       if (var[i].bf16 && !isnan(t[i - 1]))
@@ -367,14 +367,14 @@ static void dec_shape(struct bench_pool *pool, int nk, const int *nqs,
   }
   for (i = 0; i < nvar; i++) {
     struct dec_var *v = &var[i];
-    double med = bench_median(&v->ms), gbs, rel = bench_median(&v->vs_fp32);
-    double bytes = 2.0 * (double)nkv * (v->bf16 ? 2 : 4);
-    double fma = 100.0 * v->flops / (med * 1e-3) * 1e-9 /
-                 bench_ceiling_now(BENCH_CEIL_FMA);
+    double med = bench_median(&v->ms), gbs, fma;
+    double rel = bench_median(&v->vs_fp32);
 
     if (v->ms.n == 0)
       continue;
-    gbs = bytes / (med * 1e-3) * 1e-9;
+    gbs = v->bytes / (med * 1e-3) * 1e-9;
+    fma = 100.0 * v->flops / (med * 1e-3) * 1e-9 /
+          bench_ceiling_now(BENCH_CEIL_FMA);
     printf("   %-5s %3d %6d %8.2f [%.2f-%.2f] %7.1f %6.1f%% %6.1f%% %6.1f%% "
            "%5.0f%% %5.0f%%",
            v->bf16 ? "bf16" : "fp32", v->nq, nk, med, bench_min(&v->ms),
